@@ -1,0 +1,2 @@
+//! The `mlx-aot` binary.
+fn main() {}

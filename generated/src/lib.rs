@@ -1,0 +1,1 @@
+//! Generated forward passes (see `cargo xtask generate`).

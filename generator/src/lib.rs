@@ -1,0 +1,1 @@
+//! ModelPlan -> Rust source (quote -> syn -> prettyplease).

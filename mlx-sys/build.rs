@@ -1,0 +1,114 @@
+//! Build script of the drop-in `mlx-sys`.
+//!
+//! 1. Find MLX 0.32.2: `MLX_PREFIX`, or the official wheel downloaded with pip into a
+//!    cache under the target directory (`build/prefix.rs`).
+//! 2. Unpack the mlx-c 0.7.0 sources from the upstream `mlx-sys` 0.7.0 package that cargo
+//!    downloads, checked by sha256 (`build/mlx_c.rs`).
+//! 3. Compile mlx-c with `cc`, generate bindings with bindgen, link `libmlx` dynamically.
+//!
+//! Every failure ends the build with one message saying what was expected.
+
+#[path = "build/fail.rs"]
+mod fail;
+#[path = "build/mlx_c.rs"]
+mod mlx_c;
+#[path = "build/prefix.rs"]
+mod prefix;
+
+use std::env;
+use std::path::{Path, PathBuf};
+
+use fail::{Fail, or_fail};
+
+fn main() {
+    if let Err(e) = run() {
+        e.exit();
+    }
+}
+
+fn run() -> Result<(), Fail> {
+    println!("cargo:rerun-if-env-changed=MLX_PREFIX");
+    println!("cargo:rerun-if-env-changed=MLX_PYTHON");
+    println!("cargo:rerun-if-changed=build");
+    println!("cargo:rerun-if-changed=compat");
+
+    let out_dir = PathBuf::from(env::var("OUT_DIR").expect("cargo sets OUT_DIR"));
+    let manifest_dir =
+        PathBuf::from(env::var("CARGO_MANIFEST_DIR").expect("cargo sets CARGO_MANIFEST_DIR"));
+    let compat = manifest_dir.join("compat");
+
+    let mlx = prefix::locate(&out_dir)?;
+    let mlx_c_root = mlx_c::unpack(&out_dir)?;
+
+    compile_mlx_c(&mlx, &mlx_c_root, &compat)?;
+    generate_bindings(&mlx_c_root, &compat, &out_dir)?;
+
+    let lib = mlx.lib_dir();
+    println!("cargo:rustc-link-search=native={}", lib.display());
+    println!("cargo:rustc-link-lib=dylib=mlx");
+    if cfg!(target_vendor = "apple") {
+        println!("cargo:rustc-link-lib=dylib=c++");
+    } else {
+        println!("cargo:rustc-link-lib=dylib=stdc++");
+    }
+    // Read by dependents as DEP_MLX_LIBDIR to set the run-time search path of their
+    // executables, so nothing needs LD_LIBRARY_PATH.
+    println!("cargo:libdir={}", lib.display());
+    println!("cargo:prefix={}", mlx.root().display());
+    println!("cargo:version={}", prefix::MLX_VERSION);
+    Ok(())
+}
+
+fn compile_mlx_c(mlx: &prefix::MlxPrefix, mlx_c_root: &Path, compat: &Path) -> Result<(), Fail> {
+    let sources = mlx_c::sources(mlx_c_root)?;
+    let mut build = cc::Build::new();
+    build
+        .cpp(true)
+        .std("c++20")
+        .pic(true)
+        .include(mlx_c_root)
+        .include(mlx.include_dir())
+        .include(compat)
+        // mlx-c has no use for its own warnings here; the build stays quiet.
+        .flag_if_supported("-w")
+        .files(&sources);
+    for header in ["mlx_sys_half.h", "mlx_sys_format.h"] {
+        build.flag("-include").flag(compat.join(header).to_string_lossy().as_ref());
+    }
+    for define in mlx.defines() {
+        build.define(define, None);
+    }
+    for include in mlx.extra_includes() {
+        build.include(include);
+    }
+    or_fail(build.try_compile("mlxc"), |e| {
+        format!("compiling mlx-c 0.7.0 against MLX in {} failed: {e}", mlx.root().display())
+    })
+}
+
+fn generate_bindings(mlx_c_root: &Path, compat: &Path, out_dir: &Path) -> Result<(), Fail> {
+    let headers = mlx_c::headers(mlx_c_root)?;
+    let mut builder = bindgen::Builder::default()
+        .rust_target(or_fail("1.73.0".parse(), |e| format!("bindgen rust target: {e}"))?)
+        .clang_arg(format!("-I{}", mlx_c_root.display()))
+        .clang_arg("-include")
+        .clang_arg(compat.join("mlx_sys_half.h").to_string_lossy().into_owned())
+        // mlx-rs reads `float16_t` as a newtype over u16 (what bindgen makes of `__fp16`
+        // on aarch64); lib.rs declares it for other targets.
+        .blocklist_type("float16_t")
+        .blocklist_function("malloc")
+        .blocklist_function("realloc")
+        .parse_callbacks(Box::new(bindgen::CargoCallbacks::new()));
+    for header in &headers {
+        builder = builder.header(header.to_string_lossy());
+    }
+    let bindings = or_fail(builder.generate(), |e| {
+        format!(
+            "bindgen could not read the mlx-c headers ({e}); it needs libclang \
+             (Debian/Ubuntu: apt-get install libclang-dev)"
+        )
+    })?;
+    or_fail(bindings.write_to_file(out_dir.join("bindings.rs")), |e| {
+        format!("writing bindings.rs into {}: {e}", out_dir.display())
+    })
+}

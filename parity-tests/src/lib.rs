@@ -1,0 +1,1 @@
+//! The parity gate: generated == monolith, byte for byte.
