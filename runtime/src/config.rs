@@ -156,13 +156,13 @@ impl Gemma4Config {
             None => (top.clone(), false),
         };
         let model_type = top.opt_str("model_type")?;
-        if let Some(mt) = model_type {
-            if !matches!(mt, "gemma4" | "gemma4_text" | "gemma4_unified") {
-                return Err(top.err(
-                    "model_type",
-                    format!("expected gemma4, gemma4_text or gemma4_unified, found {mt:?}"),
-                ));
-            }
+        if let Some(mt) = model_type
+            && !matches!(mt, "gemma4" | "gemma4_text" | "gemma4_unified")
+        {
+            return Err(top.err(
+                "model_type",
+                format!("expected gemma4, gemma4_text or gemma4_unified, found {mt:?}"),
+            ));
         }
         let c = &text;
 
@@ -222,7 +222,10 @@ impl Gemma4Config {
                 .opt_usize("top_k_experts")?
                 .ok_or_else(|| c.err("top_k_experts", "required when enable_moe_block is true"))?;
             let intermediate = c.opt_usize("moe_intermediate_size")?.ok_or_else(|| {
-                c.err("moe_intermediate_size", "required when enable_moe_block is true")
+                c.err(
+                    "moe_intermediate_size",
+                    "required when enable_moe_block is true",
+                )
             })?;
             if num_experts == 0 || top_k == 0 || top_k > num_experts {
                 return Err(c.err(
@@ -233,7 +236,11 @@ impl Gemma4Config {
             if intermediate == 0 {
                 return Err(c.err("moe_intermediate_size", "must be at least 1"));
             }
-            Some(MoeConfig { num_experts, top_k, intermediate_size: intermediate })
+            Some(MoeConfig {
+                num_experts,
+                top_k,
+                intermediate_size: intermediate,
+            })
         } else {
             None
         };
@@ -244,14 +251,20 @@ impl Gemma4Config {
 
         let final_logit_softcapping = match c.get("final_logit_softcapping") {
             None => {
-                return Err(c.err("final_logit_softcapping", "missing; expected a number or null"));
+                return Err(c.err(
+                    "final_logit_softcapping",
+                    "missing; expected a number or null",
+                ));
             }
             Some(_) => c.opt_f64("final_logit_softcapping")?,
         };
-        if let Some(cap) = final_logit_softcapping {
-            if !(cap.is_finite() && cap > 0.0) {
-                return Err(c.err("final_logit_softcapping", format!("must be > 0, found {cap}")));
-            }
+        if let Some(cap) = final_logit_softcapping
+            && !(cap.is_finite() && cap > 0.0)
+        {
+            return Err(c.err(
+                "final_logit_softcapping",
+                format!("must be > 0, found {cap}"),
+            ));
         }
         let rms_norm_eps = c.f64("rms_norm_eps")?;
         if !(rms_norm_eps.is_finite() && rms_norm_eps > 0.0) {
@@ -259,17 +272,17 @@ impl Gemma4Config {
         }
         let tie_word_embeddings = match c.opt_bool("tie_word_embeddings")? {
             Some(t) => t,
-            None => top.opt_bool("tie_word_embeddings")?.ok_or_else(|| {
-                c.err("tie_word_embeddings", "missing; expected true or false")
-            })?,
+            None => top
+                .opt_bool("tie_word_embeddings")?
+                .ok_or_else(|| c.err("tie_word_embeddings", "missing; expected true or false"))?,
         };
-        if let Some(act) = c.opt_str("hidden_activation")? {
-            if act != "gelu_pytorch_tanh" {
-                return Err(c.err(
-                    "hidden_activation",
-                    format!("expected \"gelu_pytorch_tanh\", found {act:?}"),
-                ));
-            }
+        if let Some(act) = c.opt_str("hidden_activation")?
+            && act != "gelu_pytorch_tanh"
+        {
+            return Err(c.err(
+                "hidden_activation",
+                format!("expected \"gelu_pytorch_tanh\", found {act:?}"),
+            ));
         }
         if c.opt_bool("rope_traditional")? == Some(true) {
             return Err(c.err("rope_traditional", "Gemma 4 rotates halves; expected false"));
@@ -305,7 +318,11 @@ impl Gemma4Config {
         let quantization = match top.get_non_null("quantization") {
             Some(q) => Some(QuantizationMap::from_value(file, "quantization", q)?),
             None => match c.get_non_null("quantization").filter(|_| nested) {
-                Some(q) => Some(QuantizationMap::from_value(file, "text_config.quantization", q)?),
+                Some(q) => Some(QuantizationMap::from_value(
+                    file,
+                    "text_config.quantization",
+                    q,
+                )?),
                 None => None,
             },
         };
@@ -348,7 +365,7 @@ impl Gemma4Config {
     fn check_consistency(&self, c: &Obj<'_>) -> Result<()> {
         for layer in 0..self.num_hidden_layers {
             let kv = self.kv_heads(layer);
-            if self.num_attention_heads % kv != 0 {
+            if !self.num_attention_heads.is_multiple_of(kv) {
                 let key = if self.k_eq_v(layer) && self.num_global_key_value_heads.is_some() {
                     "num_global_key_value_heads"
                 } else {
@@ -378,25 +395,101 @@ impl Gemma4Config {
                 ));
             }
         }
-        if let RopeParams::Proportional { partial_rotary_factor, .. } = self.rope_full {
+        if let RopeParams::Proportional {
+            partial_rotary_factor,
+            ..
+        } = self.rope_full
+        {
             let rot = (self.global_head_dim as f64 * partial_rotary_factor) as usize;
-            if rot % 2 != 0 || rot > self.global_head_dim {
+            if !rot.is_multiple_of(2) || rot > self.global_head_dim {
                 return Err(c.err(
                     "rope_parameters.full_attention.partial_rotary_factor",
-                    format!("rotates {rot} of {} dims; expected an even count", self.global_head_dim),
+                    format!(
+                        "rotates {rot} of {} dims; expected an even count",
+                        self.global_head_dim
+                    ),
                 ));
             }
         }
-        if let RopeParams::Proportional { partial_rotary_factor, .. } = self.rope_sliding {
+        if let RopeParams::Proportional {
+            partial_rotary_factor,
+            ..
+        } = self.rope_sliding
+        {
             let rot = (self.head_dim as f64 * partial_rotary_factor) as usize;
-            if rot % 2 != 0 || rot > self.head_dim {
+            if !rot.is_multiple_of(2) || rot > self.head_dim {
                 return Err(c.err(
                     "rope_parameters.sliding_attention.partial_rotary_factor",
-                    format!("rotates {rot} of {} dims; expected an even count", self.head_dim),
+                    format!(
+                        "rotates {rot} of {} dims; expected an even count",
+                        self.head_dim
+                    ),
                 ));
             }
         }
         Ok(())
+    }
+
+    /// The flat `gemma4_text` config with every key spelled out (gemma4.md §1 rule), in
+    /// the order of the published configs. `quantization` is written separately.
+    pub fn to_text_json(&self) -> Value {
+        use serde_json::json;
+        let rope = |p: &RopeParams| match *p {
+            RopeParams::Default { theta } => {
+                json!({"rope_type": "default", "rope_theta": theta, "partial_rotary_factor": 1.0})
+            }
+            RopeParams::Proportional {
+                theta,
+                partial_rotary_factor,
+                factor,
+            } => {
+                let mut v = json!({
+                    "rope_type": "proportional",
+                    "rope_theta": theta,
+                    "partial_rotary_factor": partial_rotary_factor,
+                });
+                if let Some(f) = factor {
+                    v["factor"] = json!(f);
+                }
+                v
+            }
+        };
+        let moe = self.moe;
+        json!({
+            "model_type": "gemma4_text",
+            "hidden_size": self.hidden_size,
+            "num_hidden_layers": self.num_hidden_layers,
+            "intermediate_size": self.intermediate_size,
+            "moe_intermediate_size": moe.map(|m| m.intermediate_size),
+            "num_attention_heads": self.num_attention_heads,
+            "num_key_value_heads": self.num_key_value_heads,
+            "num_global_key_value_heads": self.num_global_key_value_heads,
+            "head_dim": self.head_dim,
+            "global_head_dim": self.global_head_dim,
+            "attention_k_eq_v": self.attention_k_eq_v,
+            "sliding_window": self.sliding_window,
+            "layer_types": self.layer_types.iter().map(|t| t.config_name()).collect::<Vec<_>>(),
+            "num_kv_shared_layers": self.num_kv_shared_layers,
+            "use_double_wide_mlp": self.use_double_wide_mlp,
+            "hidden_size_per_layer_input": self.hidden_size_per_layer_input,
+            "vocab_size": self.vocab_size,
+            "vocab_size_per_layer_input": self.vocab_size_per_layer_input,
+            "enable_moe_block": moe.is_some(),
+            "num_experts": moe.map(|m| m.num_experts),
+            "top_k_experts": moe.map(|m| m.top_k),
+            "rope_parameters": {
+                "sliding_attention": rope(&self.rope_sliding),
+                "full_attention": rope(&self.rope_full),
+            },
+            "hidden_activation": "gelu_pytorch_tanh",
+            "final_logit_softcapping": self.final_logit_softcapping,
+            "rms_norm_eps": self.rms_norm_eps,
+            "tie_word_embeddings": self.tie_word_embeddings,
+            "max_position_embeddings": self.max_position_embeddings,
+            "bos_token_id": self.bos_token_id,
+            "eos_token_id": self.eos_token_ids,
+            "pad_token_id": self.pad_token_id,
+        })
     }
 
     /// F = N − S: the first KV-sharing layer, and the number of caches.
@@ -435,7 +528,11 @@ impl Gemma4Config {
 
     /// The dense MLP width of layer `i` (doubled on shared layers under use_double_wide_mlp).
     pub fn mlp_width(&self, layer: usize) -> usize {
-        if self.double_wide(layer) { 2 * self.intermediate_size } else { self.intermediate_size }
+        if self.double_wide(layer) {
+            2 * self.intermediate_size
+        } else {
+            self.intermediate_size
+        }
     }
 
     /// Whether layer `i` uses the double-wide MLP.
@@ -450,7 +547,10 @@ fn read_layer_types(c: &Obj<'_>, n: usize) -> Result<Vec<LayerType>> {
     if items.len() != n {
         return Err(c.err(
             "layer_types",
-            format!("has {} entries, expected num_hidden_layers = {n}", items.len()),
+            format!(
+                "has {} entries, expected num_hidden_layers = {n}",
+                items.len()
+            ),
         ));
     }
     items
@@ -489,7 +589,11 @@ fn read_rope(rope: &Obj<'_>, layer_type: &str) -> Result<RopeParams> {
                     format!("must be in (0, 1], found {partial_rotary_factor}"),
                 ));
             }
-            Ok(RopeParams::Proportional { theta, partial_rotary_factor, factor })
+            Ok(RopeParams::Proportional {
+                theta,
+                partial_rotary_factor,
+                factor,
+            })
         }
         other => Err(p.err(
             "rope_type",
@@ -503,4 +607,3 @@ fn token_id(o: &Obj<'_>, key: &str, v: &Value) -> Result<u32> {
         .and_then(|n| u32::try_from(n).ok())
         .ok_or_else(|| o.err(key, format!("expected a token id, found {v}")))
 }
-

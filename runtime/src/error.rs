@@ -61,8 +61,16 @@ pub type Result<T, E = Error> = std::result::Result<T, E>;
 
 impl Error {
     /// A config error for `key` in `file`.
-    pub fn config(file: impl Into<String>, key: impl Into<String>, message: impl Into<String>) -> Self {
-        Error::Config { file: file.into(), key: key.into(), message: message.into() }
+    pub fn config(
+        file: impl Into<String>,
+        key: impl Into<String>,
+        message: impl Into<String>,
+    ) -> Self {
+        Error::Config {
+            file: file.into(),
+            key: key.into(),
+            message: message.into(),
+        }
     }
 
     /// A weights error for `tensor` in `file`.
@@ -71,11 +79,18 @@ impl Error {
         tensor: impl Into<String>,
         message: impl Into<String>,
     ) -> Self {
-        Error::Weights { file: file.into(), tensor: tensor.into(), message: message.into() }
+        Error::Weights {
+            file: file.into(),
+            tensor: tensor.into(),
+            message: message.into(),
+        }
     }
 
     /// An I/O error on `path`.
     pub fn io(path: impl Into<PathBuf>, source: std::io::Error) -> Self {
-        Error::Io { path: path.into(), source }
+        Error::Io {
+            path: path.into(),
+            source,
+        }
     }
 }

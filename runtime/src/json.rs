@@ -17,8 +17,16 @@ impl<'a> Obj<'a> {
     pub fn new(file: &'a str, prefix: impl Into<String>, value: &'a Value) -> Result<Self> {
         let prefix = prefix.into();
         let map = value.as_object().ok_or_else(|| {
-            let key = if prefix.is_empty() { "(top level)" } else { prefix.as_str() };
-            Error::config(file, key, format!("expected a JSON object, found {}", kind(value)))
+            let key = if prefix.is_empty() {
+                "(top level)"
+            } else {
+                prefix.as_str()
+            };
+            Error::config(
+                file,
+                key,
+                format!("expected a JSON object, found {}", kind(value)),
+            )
         })?;
         Ok(Self { file, prefix, map })
     }
@@ -36,7 +44,11 @@ impl<'a> Obj<'a> {
 
     /// The full key path of `key` inside this object.
     pub fn path(&self, key: &str) -> String {
-        if self.prefix.is_empty() { key.to_owned() } else { format!("{}.{key}", self.prefix) }
+        if self.prefix.is_empty() {
+            key.to_owned()
+        } else {
+            format!("{}.{key}", self.prefix)
+        }
     }
 
     /// An error about `key`.
@@ -93,7 +105,8 @@ impl<'a> Obj<'a> {
     /// A required number.
     pub fn f64(&self, key: &str) -> Result<f64> {
         let v = self.required(key, "a number")?;
-        v.as_f64().ok_or_else(|| self.err(key, format!("expected a number, found {v}")))
+        v.as_f64()
+            .ok_or_else(|| self.err(key, format!("expected a number, found {v}")))
     }
 
     /// An optional (absent or null) number.
@@ -110,7 +123,8 @@ impl<'a> Obj<'a> {
     /// A required boolean.
     pub fn bool(&self, key: &str) -> Result<bool> {
         let v = self.required(key, "true or false")?;
-        v.as_bool().ok_or_else(|| self.err(key, format!("expected true or false, found {v}")))
+        v.as_bool()
+            .ok_or_else(|| self.err(key, format!("expected true or false, found {v}")))
     }
 
     /// An optional boolean.
@@ -127,7 +141,8 @@ impl<'a> Obj<'a> {
     /// A required string.
     pub fn str(&self, key: &str) -> Result<&'a str> {
         let v = self.required(key, "a string")?;
-        v.as_str().ok_or_else(|| self.err(key, format!("expected a string, found {v}")))
+        v.as_str()
+            .ok_or_else(|| self.err(key, format!("expected a string, found {v}")))
     }
 
     /// An optional string.
@@ -169,7 +184,6 @@ pub fn kind(v: &Value) -> &'static str {
 
 /// Parses `text` as JSON, naming `file` on failure.
 pub fn parse(file: &str, text: &str) -> Result<Value> {
-    serde_json::from_str(text).map_err(|e| {
-        Error::config(file, "(syntax)", format!("not valid JSON: {e}"))
-    })
+    serde_json::from_str(text)
+        .map_err(|e| Error::config(file, "(syntax)", format!("not valid JSON: {e}")))
 }

@@ -31,15 +31,30 @@ pub struct KvLayout {
 impl KvLayout {
     /// No quantized caches.
     pub fn float() -> Self {
-        KvLayout { source: "(float caches)".to_owned(), entries: BTreeMap::new() }
+        KvLayout {
+            source: "(float caches)".to_owned(),
+            entries: BTreeMap::new(),
+        }
     }
 
     /// Every one of `caches` caches at `quant`.
     pub fn uniform(caches: usize, quant: QuantSpec) -> Self {
         let entries = (0..caches)
-            .map(|cache| (cache, KvEntry { position: cache, cache, quant }))
+            .map(|cache| {
+                (
+                    cache,
+                    KvEntry {
+                        position: cache,
+                        cache,
+                        quant,
+                    },
+                )
+            })
             .collect();
-        KvLayout { source: format!("(uniform {quant})"), entries }
+        KvLayout {
+            source: format!("(uniform {quant})"),
+            entries,
+        }
     }
 
     /// Reads a kv_config.json.
@@ -52,7 +67,11 @@ impl KvLayout {
     pub fn from_json_str(file: &str, text: &str) -> Result<Self> {
         let value = json::parse(file, text)?;
         let items = value.as_array().ok_or_else(|| {
-            Error::config(file, "(top level)", "expected a list of {layer_idx, bits, group_size}")
+            Error::config(
+                file,
+                "(top level)",
+                "expected a list of {layer_idx, bits, group_size}",
+            )
         })?;
         let mut entries = BTreeMap::new();
         for (position, item) in items.iter().enumerate() {
@@ -61,15 +80,30 @@ impl KvLayout {
             let bits = o.usize("bits")? as u32;
             // mlx-optiq treats group_size as optional with a default of 64.
             let group_size = o.opt_usize("group_size")?.unwrap_or(64) as u32;
-            let quant = QuantSpec { bits, group_size }.validate().map_err(|m| o.err("bits", m))?;
-            if let Some(prev) = entries.insert(cache, KvEntry { position, cache, quant }) {
+            let quant = QuantSpec { bits, group_size }
+                .validate()
+                .map_err(|m| o.err("bits", m))?;
+            if let Some(prev) = entries.insert(
+                cache,
+                KvEntry {
+                    position,
+                    cache,
+                    quant,
+                },
+            ) {
                 return Err(o.err(
                     "layer_idx",
-                    format!("cache {cache} is listed twice (also at [{}])", prev.position),
+                    format!(
+                        "cache {cache} is listed twice (also at [{}])",
+                        prev.position
+                    ),
                 ));
             }
         }
-        Ok(KvLayout { source: file.to_owned(), entries })
+        Ok(KvLayout {
+            source: file.to_owned(),
+            entries,
+        })
     }
 
     /// The quantization of cache `cache`, if listed.

@@ -3,14 +3,20 @@
 //! The monolith (`model::gemma4`) walks a [`plan::ModelPlan`] at run time and is the
 //! reference every generated model must match bit for bit.
 
+pub mod cache;
 pub mod config;
 pub mod error;
 pub mod fingerprint;
 pub mod json;
 pub mod kv_layout;
+pub mod model;
+pub mod nn;
 pub mod plan;
 pub mod quantization;
+pub mod registry;
 pub mod signature;
+pub mod synth;
+pub mod weights;
 
 pub use error::{Error, Result};
 pub use mlx_rs;

@@ -91,7 +91,9 @@ pub struct WeightFacts {
 impl WeightFacts {
     /// Every layer carries a layer scalar, as every shipped checkpoint does.
     pub fn all_scalars(layers: usize) -> Self {
-        WeightFacts { layer_scalar: vec![true; layers] }
+        WeightFacts {
+            layer_scalar: vec![true; layers],
+        }
     }
 }
 
@@ -129,7 +131,8 @@ impl ModelPlan {
             }
             let d = config.head_dim_of(entry.cache);
             let q = entry.quant;
-            if d % q.group_size as usize != 0 || (d * q.bits as usize) % 32 != 0 {
+            if !d.is_multiple_of(q.group_size as usize) || !(d * q.bits as usize).is_multiple_of(32)
+            {
                 return Err(Error::config(
                     &kv.source,
                     format!("[{}].group_size", entry.position),
@@ -143,7 +146,11 @@ impl ModelPlan {
         }
 
         // The donor of a shared type is the last own-KV layer of that type.
-        let last_donor = |t: LayerType| (0..first_shared).rev().find(|&i| config.layer_types[i] == t);
+        let last_donor = |t: LayerType| {
+            (0..first_shared)
+                .rev()
+                .find(|&i| config.layer_types[i] == t)
+        };
         let exported: Vec<usize> = if first_shared < n {
             [LayerType::Sliding, LayerType::Full]
                 .into_iter()
@@ -166,13 +173,19 @@ impl ModelPlan {
         for i in 0..n {
             let attention = config.layer_types[i];
             let kv_role = if i < first_shared {
-                KvRole::Donor { cache: i, exported: exported.contains(&i) }
+                KvRole::Donor {
+                    cache: i,
+                    exported: exported.contains(&i),
+                }
             } else {
                 let donor = last_donor(attention).ok_or_else(|| {
                     Error::config(
                         &config.source,
                         "layer_types",
-                        format!("shared layer {i} has no donor of type {}", attention.config_name()),
+                        format!(
+                            "shared layer {i} has no donor of type {}",
+                            attention.config_name()
+                        ),
                     )
                 })?;
                 KvRole::Sharer { donor }
@@ -191,7 +204,10 @@ impl ModelPlan {
                 flags,
             });
         }
-        Ok(ModelPlan { family: Family::Gemma4, layers })
+        Ok(ModelPlan {
+            family: Family::Gemma4,
+            layers,
+        })
     }
 
     /// The number of caches (donor layers).
@@ -201,7 +217,11 @@ impl ModelPlan {
 
     /// The signature of each cache, in cache order.
     pub fn cache_signatures(&self) -> Vec<CacheSignature> {
-        self.layers.iter().filter(|l| l.kv.is_donor()).map(|l| l.cache).collect()
+        self.layers
+            .iter()
+            .filter(|l| l.kv.is_donor())
+            .map(|l| l.cache)
+            .collect()
     }
 
     /// The first layer of each attention type: masks are built from its cache.

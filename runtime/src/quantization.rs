@@ -27,7 +27,11 @@ impl QuantSpec {
     /// Checks bits and group size against what MLX supports.
     pub fn validate(self) -> std::result::Result<Self, String> {
         if !Self::BITS.contains(&self.bits) {
-            return Err(format!("bits must be one of {:?}, found {}", Self::BITS, self.bits));
+            return Err(format!(
+                "bits must be one of {:?}, found {}",
+                Self::BITS,
+                self.bits
+            ));
         }
         if !Self::GROUPS.contains(&self.group_size) {
             return Err(format!(
@@ -62,7 +66,10 @@ const PREFIXES: [&str; 2] = ["language_model.model.", "model."];
 
 /// Strips a checkpoint prefix from a module path or tensor name.
 pub fn strip_prefix(path: &str) -> &str {
-    PREFIXES.iter().find_map(|p| path.strip_prefix(p)).unwrap_or(path)
+    PREFIXES
+        .iter()
+        .find_map(|p| path.strip_prefix(p))
+        .unwrap_or(path)
 }
 
 /// The `quantization` block of a config.
@@ -107,7 +114,10 @@ impl QuantizationMap {
         }
         match (global_bits, global_group) {
             (Some(bits), Some(group_size)) => {
-                let spec = QuantSpec { bits: bits as u32, group_size: group_size as u32 };
+                let spec = QuantSpec {
+                    bits: bits as u32,
+                    group_size: group_size as u32,
+                };
                 map.global = Some(spec.validate().map_err(|m| obj.err("bits", m))?);
             }
             (None, None) => {}
@@ -139,13 +149,18 @@ fn read_entry(o: &Obj<'_>) -> Result<QuantSpec> {
     }
     let bits = o.usize("bits")? as u32;
     let group_size = o.opt_usize("group_size")?.unwrap_or(64) as u32;
-    QuantSpec { bits, group_size }.validate().map_err(|m| o.err("bits", m))
+    QuantSpec { bits, group_size }
+        .validate()
+        .map_err(|m| o.err("bits", m))
 }
 
 fn check_mode(o: &Obj<'_>, key: &str, mode: &str) -> Result<()> {
     if mode == "affine" {
         Ok(())
     } else {
-        Err(o.err(key, format!("only affine quantization is supported, found {mode:?}")))
+        Err(o.err(
+            key,
+            format!("only affine quantization is supported, found {mode:?}"),
+        ))
     }
 }

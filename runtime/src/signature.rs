@@ -34,7 +34,10 @@ impl CacheSignature {
 
     /// Whether the cache is a ring (sliding window).
     pub fn is_rotating(self) -> bool {
-        matches!(self, CacheSignature::Rotating | CacheSignature::RotatingQuant(_))
+        matches!(
+            self,
+            CacheSignature::Rotating | CacheSignature::RotatingQuant(_)
+        )
     }
 
     /// The same geometry (ring or growing) with the given quantization.

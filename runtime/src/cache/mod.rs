@@ -1,0 +1,257 @@
+//! The cache zoo (gemma4.md §4): float and quantized, growing and ring, with the exact
+//! semantics of mlx-lm's `KVCache`/`RotatingKVCache`/`QuantizedKVCache` and mlx-optiq's
+//! `RotatingQuantizedKVCache`. K/V are `[B, heads, seq, D]`.
+
+mod plain;
+mod quantized;
+mod rotating;
+mod rotating_quantized;
+mod triple;
+
+pub use plain::KvCache;
+pub use quantized::QuantizedKvCache;
+pub use rotating::RotatingKvCache;
+pub use rotating_quantized::RotatingQuantizedKvCache;
+pub use triple::QuantTriple;
+
+use mlx_rs::{Array, Dtype};
+
+use crate::error::{Error, Result};
+use crate::nn::mask::{self, AttnMask};
+use crate::quantization::QuantSpec;
+use crate::signature::CacheSignature;
+
+/// Rows added when a growing cache (or a ring still below its size) runs out of room.
+pub const STEP: usize = 256;
+
+/// What a cache stores per token, known before it holds anything (for memory planning).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct CacheGeometry {
+    /// Batch rows.
+    pub batch: usize,
+    /// KV heads.
+    pub kv_heads: usize,
+    /// Head dim.
+    pub head_dim: usize,
+    /// Bytes of one float element (2 for bf16).
+    pub dtype_bytes: usize,
+}
+
+impl CacheGeometry {
+    /// Bytes per token of K and V together, float or quantized by `quant`.
+    pub fn bytes_per_token(&self, quant: Option<QuantSpec>) -> usize {
+        let per_vector = match quant {
+            None => self.head_dim * self.dtype_bytes,
+            Some(q) => {
+                4 * q.packed_cols(self.head_dim)
+                    + 2 * q.group_cols(self.head_dim) * self.dtype_bytes
+            }
+        };
+        2 * self.batch * self.kv_heads * per_vector
+    }
+}
+
+/// The K/V a layer attends over after its cache update: what sharers reuse.
+#[derive(Debug, Clone)]
+pub enum Kv {
+    /// Float K and V.
+    Float {
+        /// Keys.
+        keys: Array,
+        /// Values.
+        values: Array,
+    },
+    /// Quantized triples with their (bits, group size), carried because sharers have
+    /// no cache of their own to ask.
+    Quant {
+        /// Keys.
+        keys: QuantTriple,
+        /// Values.
+        values: QuantTriple,
+        /// Bits and group size.
+        spec: QuantSpec,
+    },
+}
+
+/// Any cache: the closed set the engine supports.
+#[derive(Debug, Clone)]
+pub enum AnyCache {
+    /// `KVCache`.
+    Plain(KvCache),
+    /// `RotatingKVCache`.
+    Rotating(RotatingKvCache),
+    /// `QuantizedKVCache`.
+    Quant(QuantizedKvCache),
+    /// `RotatingQuantizedKVCache`.
+    RotatingQuant(RotatingQuantizedKvCache),
+}
+
+impl AnyCache {
+    /// An empty cache of the given signature; `window` is the ring size of rotating kinds.
+    pub fn new(signature: CacheSignature, geometry: CacheGeometry, window: usize) -> Self {
+        match signature {
+            CacheSignature::Plain => AnyCache::Plain(KvCache::new(geometry)),
+            CacheSignature::Rotating => AnyCache::Rotating(RotatingKvCache::new(geometry, window)),
+            CacheSignature::Quant(q) => AnyCache::Quant(QuantizedKvCache::new(geometry, q)),
+            CacheSignature::RotatingQuant(q) => {
+                AnyCache::RotatingQuant(RotatingQuantizedKvCache::new(geometry, window, q))
+            }
+        }
+    }
+
+    /// The signature the generated code's guard compares.
+    pub fn signature(&self) -> CacheSignature {
+        match self {
+            AnyCache::Plain(_) => CacheSignature::Plain,
+            AnyCache::Rotating(_) => CacheSignature::Rotating,
+            AnyCache::Quant(c) => CacheSignature::Quant(c.spec()),
+            AnyCache::RotatingQuant(c) => CacheSignature::RotatingQuant(c.spec()),
+        }
+    }
+
+    /// Tokens seen (the RoPE offset of the next token).
+    pub fn offset(&self) -> usize {
+        match self {
+            AnyCache::Plain(c) => c.offset(),
+            AnyCache::Rotating(c) => c.offset(),
+            AnyCache::Quant(c) => c.offset(),
+            AnyCache::RotatingQuant(c) => c.offset(),
+        }
+    }
+
+    /// The geometry the cache was made for.
+    pub fn geometry(&self) -> CacheGeometry {
+        match self {
+            AnyCache::Plain(c) => c.geometry(),
+            AnyCache::Rotating(c) => c.geometry(),
+            AnyCache::Quant(c) => c.geometry(),
+            AnyCache::RotatingQuant(c) => c.geometry(),
+        }
+    }
+
+    /// Bytes per token of this cache's representation.
+    pub fn bytes_per_token(&self) -> usize {
+        self.geometry().bytes_per_token(self.signature().quant())
+    }
+
+    /// Bytes currently held by the cache's buffers.
+    pub fn nbytes(&self) -> usize {
+        match self {
+            AnyCache::Plain(c) => c.nbytes(),
+            AnyCache::Rotating(c) => c.nbytes(),
+            AnyCache::Quant(c) => c.nbytes(),
+            AnyCache::RotatingQuant(c) => c.nbytes(),
+        }
+    }
+
+    /// Writes `keys`/`values` (`[B, heads, L, D]`) and returns what the layer attends over.
+    pub fn update_and_fetch(&mut self, keys: &Array, values: &Array) -> Result<Kv> {
+        Ok(match self {
+            AnyCache::Plain(c) => {
+                let (keys, values) = c.update_and_fetch(keys, values)?;
+                Kv::Float { keys, values }
+            }
+            AnyCache::Rotating(c) => {
+                let (keys, values) = c.update_and_fetch(keys, values)?;
+                Kv::Float { keys, values }
+            }
+            AnyCache::Quant(c) => {
+                let spec = c.spec();
+                let (keys, values) = c.update_and_fetch(keys, values)?;
+                Kv::Quant { keys, values, spec }
+            }
+            AnyCache::RotatingQuant(c) => {
+                let spec = c.spec();
+                let (keys, values) = c.update_and_fetch(keys, values)?;
+                Kv::Quant { keys, values, spec }
+            }
+        })
+    }
+
+    /// The mask for an `n`-token step of a layer of this cache; `window` applies to rings.
+    pub fn make_mask(&self, n: usize, window: usize) -> Result<AttnMask> {
+        match self {
+            AnyCache::Plain(_) | AnyCache::Quant(_) => Ok(mask::full_mask(n)),
+            AnyCache::Rotating(c) => mask::rotating_mask(n, c.offset(), c.max_size(), window),
+            AnyCache::RotatingQuant(c) => mask::rotating_mask(n, c.offset(), c.max_size(), window),
+        }
+    }
+
+    /// Whether `trim` may be called (rings only before they fill).
+    pub fn is_trimmable(&self) -> bool {
+        match self {
+            AnyCache::Plain(_) | AnyCache::Quant(_) => true,
+            AnyCache::Rotating(c) => c.offset() < c.max_size(),
+            AnyCache::RotatingQuant(c) => c.offset() < c.max_size(),
+        }
+    }
+
+    /// Forgets the last `n` tokens (at most `offset`); returns how many were dropped.
+    pub fn trim(&mut self, cache_index: usize, n: usize) -> Result<usize> {
+        if !self.is_trimmable() {
+            return Err(Error::Cache {
+                cache: cache_index,
+                message: format!(
+                    "a {} cache that has wrapped cannot be trimmed (offset {})",
+                    self.signature(),
+                    self.offset()
+                ),
+            });
+        }
+        Ok(match self {
+            AnyCache::Plain(c) => c.trim(n),
+            AnyCache::Rotating(c) => c.trim(n),
+            AnyCache::Quant(c) => c.trim(n),
+            AnyCache::RotatingQuant(c) => c.trim(n),
+        })
+    }
+
+    /// Converts a float cache to its quantized kind (growing stays growing, a ring stays a
+    /// ring), quantizing the buffer as laid out and keeping offsets; quantized caches
+    /// are returned unchanged when `spec` matches.
+    pub fn to_quantized(self, cache_index: usize, spec: QuantSpec) -> Result<AnyCache> {
+        match self {
+            AnyCache::Plain(c) => Ok(AnyCache::Quant(c.to_quantized(spec)?)),
+            AnyCache::Rotating(c) => Ok(AnyCache::RotatingQuant(c.to_quantized(spec)?)),
+            AnyCache::Quant(c) if c.spec() == spec => Ok(AnyCache::Quant(c)),
+            AnyCache::RotatingQuant(c) if c.spec() == spec => Ok(AnyCache::RotatingQuant(c)),
+            other => Err(Error::Cache {
+                cache: cache_index,
+                message: format!("already {}, cannot become {spec}", other.signature()),
+            }),
+        }
+    }
+
+    /// The arrays the cache holds, to evaluate them together.
+    pub fn arrays(&self) -> Vec<&Array> {
+        match self {
+            AnyCache::Plain(c) => c.arrays(),
+            AnyCache::Rotating(c) => c.arrays(),
+            AnyCache::Quant(c) => c.arrays(),
+            AnyCache::RotatingQuant(c) => c.arrays(),
+        }
+    }
+}
+
+/// `zeros([B, heads, rows, dim])` in `dtype`.
+fn zeros(batch: i32, heads: i32, rows: i32, dim: i32, dtype: Dtype) -> Result<Array> {
+    Ok(mlx_rs::ops::zeros_dtype(&[batch, heads, rows, dim], dtype)?)
+}
+
+/// `x[..., start:stop, :]` (a view).
+fn rows(x: &Array, start: i32, stop: i32) -> Result<Array> {
+    use mlx_rs::ops::indexing::{Ellipsis, TryIndexOp};
+    Ok(x.try_index((Ellipsis, start..stop, ..))?)
+}
+
+/// `x[..., start:stop, :] = value` (slice update).
+fn write_rows(x: &mut Array, start: i32, stop: i32, value: &Array) -> Result<()> {
+    use mlx_rs::ops::indexing::{Ellipsis, TryIndexMutOp};
+    x.try_index_mut((Ellipsis, start..stop, ..), value)?;
+    Ok(())
+}
+
+/// `concatenate(parts, axis = 2)`.
+fn concat_rows(parts: &[Array]) -> Result<Array> {
+    Ok(mlx_rs::ops::concatenate(parts, 2)?)
+}

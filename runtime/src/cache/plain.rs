@@ -1,0 +1,106 @@
+//! `KvCache`: a growing float cache (mlx-lm `KVCache`), for full-attention donors.
+
+use mlx_rs::Array;
+
+use super::{CacheGeometry, QuantizedKvCache, STEP, concat_rows, rows, write_rows, zeros};
+use crate::error::Result;
+use crate::quantization::QuantSpec;
+
+/// Keys and values in buffers grown 256 rows at a time; `offset` rows are valid.
+#[derive(Debug, Clone)]
+pub struct KvCache {
+    geometry: CacheGeometry,
+    keys: Option<Array>,
+    values: Option<Array>,
+    offset: usize,
+}
+
+impl KvCache {
+    /// An empty cache.
+    pub fn new(geometry: CacheGeometry) -> Self {
+        KvCache {
+            geometry,
+            keys: None,
+            values: None,
+            offset: 0,
+        }
+    }
+
+    /// Tokens held.
+    pub fn offset(&self) -> usize {
+        self.offset
+    }
+
+    /// The geometry the cache was made for.
+    pub fn geometry(&self) -> CacheGeometry {
+        self.geometry
+    }
+
+    /// Writes `[B, H, L, D]` keys/values at `offset` and returns the valid rows.
+    pub fn update_and_fetch(&mut self, k: &Array, v: &Array) -> Result<(Array, Array)> {
+        let prev = self.offset as i32;
+        let l = k.dim(2);
+        let capacity = self.keys.as_ref().map_or(0, |k| k.dim(2));
+        if self.keys.is_none() || prev + l > capacity {
+            let (b, h) = (k.dim(0), k.dim(1));
+            let n = (l + STEP as i32 - 1) / STEP as i32 * STEP as i32;
+            let new_k = zeros(b, h, n, k.dim(3), k.dtype())?;
+            let new_v = zeros(b, h, n, v.dim(3), v.dtype())?;
+            match (self.keys.take(), self.values.take()) {
+                (Some(mut keys), Some(mut values)) => {
+                    if prev % STEP as i32 != 0 {
+                        keys = rows(&keys, 0, prev)?;
+                        values = rows(&values, 0, prev)?;
+                    }
+                    self.keys = Some(concat_rows(&[keys, new_k])?);
+                    self.values = Some(concat_rows(&[values, new_v])?);
+                }
+                _ => {
+                    self.keys = Some(new_k);
+                    self.values = Some(new_v);
+                }
+            }
+        }
+        self.offset += l as usize;
+        let end = self.offset as i32;
+        let (keys, values) = (
+            self.keys.as_mut().expect("allocated"),
+            self.values.as_mut().expect("allocated"),
+        );
+        write_rows(keys, prev, end, k)?;
+        write_rows(values, prev, end, v)?;
+        if end < keys.dim(2) {
+            Ok((rows(keys, 0, end)?, rows(values, 0, end)?))
+        } else {
+            Ok((keys.clone(), values.clone()))
+        }
+    }
+
+    /// Moves `offset` back by up to `n`.
+    pub fn trim(&mut self, n: usize) -> usize {
+        let n = n.min(self.offset);
+        self.offset -= n;
+        n
+    }
+
+    /// Quantizes the whole padded buffer, keeping `offset` (mlx-lm `to_quantized`).
+    pub fn to_quantized(self, spec: QuantSpec) -> Result<QuantizedKvCache> {
+        QuantizedKvCache::from_float(
+            self.geometry,
+            spec,
+            self.keys.as_ref(),
+            self.values.as_ref(),
+            self.offset,
+        )
+    }
+
+    /// Bytes held by the buffers.
+    pub fn nbytes(&self) -> usize {
+        self.keys.as_ref().map_or(0, Array::nbytes) + self.values.as_ref().map_or(0, Array::nbytes)
+    }
+
+    /// The buffers.
+    pub fn arrays(&self) -> Vec<&Array> {
+        self.keys.iter().chain(self.values.iter()).collect()
+    }
+}

@@ -1,0 +1,256 @@
+//! The building blocks of a Gemma 4 forward pass, in mlx-lm's composition
+//! (`gemma4_text.py`). The monolith and every generated module call these same
+//! functions, so both build the same MLX graph.
+
+use mlx_rs::Array;
+use mlx_rs::ops::indexing::TryIndexOp;
+
+use super::Gemma4;
+use super::weights::{AttnWeights, LayerWeights, MoeWeights, PleWeights};
+use crate::cache::{AnyCache, Kv};
+use crate::config::LayerType;
+use crate::error::{Error, Result};
+use crate::nn::mask::AttnMask;
+use crate::nn::mlp::gelu_approx;
+use crate::nn::{Rope, rms_norm, scalar, sdpa, sdpa_quantized};
+
+/// What every layer of one forward step reads besides the residual stream.
+#[derive(Debug, Clone)]
+pub struct StepInputs {
+    /// The scaled embedding `[B, L, H]` (the residual stream entering layer 0).
+    pub h: Array,
+    /// Per-layer inputs `[B, L, N, P]` (E2B/E4B).
+    pub per_layer: Option<Array>,
+    /// Batch rows.
+    pub batch: i32,
+    /// Tokens in this step.
+    pub len: i32,
+}
+
+/// The masks of one step, by layer type.
+#[derive(Debug, Clone)]
+pub struct StepMasks {
+    /// Mask of sliding layers.
+    pub sliding: AttnMask,
+    /// Mask of full layers.
+    pub full: AttnMask,
+}
+
+impl StepMasks {
+    /// The mask of a layer type.
+    pub fn of(&self, t: LayerType) -> &AttnMask {
+        match t {
+            LayerType::Sliding => &self.sliding,
+            LayerType::Full => &self.full,
+        }
+    }
+}
+
+/// A donor's fetched K/V with the RoPE offset it used: what its sharers reuse.
+#[derive(Debug, Clone)]
+pub struct SharedKv {
+    /// The fetched K/V.
+    pub kv: Kv,
+    /// The donor cache's offset before the update.
+    pub offset: i32,
+}
+
+/// Embedding, scaling and per-layer inputs (gemma4.md §3.1-3.2). `tokens` is `[B, L]`.
+pub fn embed(m: &Gemma4, tokens: &Array) -> Result<StepInputs> {
+    if tokens.ndim() != 2 {
+        return Err(Error::Request(format!(
+            "tokens must be [batch, length], got shape {:?}",
+            tokens.shape()
+        )));
+    }
+    let (batch, len) = (tokens.dim(0), tokens.dim(1));
+    let c = &m.config;
+    let x = m.weights.embed.lookup(tokens)?;
+    let h = scalar::mul(&x, (c.hidden_size as f64).sqrt())?;
+    let per_layer = match &m.weights.ple {
+        None => None,
+        Some(ple) => {
+            let n = c.num_hidden_layers as i32;
+            let p = c.hidden_size_per_layer_input as i32;
+            let tok = ple.embed.lookup(tokens)?;
+            let tok = scalar::mul(&tok, (p as f64).sqrt())?;
+            let tok = mlx_rs::ops::unflatten(&tok, -1, &[n, p])?;
+            let ctx = ple.projection.forward(&h)?;
+            let ctx = scalar::mul(&ctx, (c.hidden_size as f64).powf(-0.5))?;
+            let ctx = mlx_rs::ops::unflatten(&ctx, -1, &[n, p])?;
+            let ctx = rms_norm(&ctx, Some(&ple.norm), m.eps)?;
+            let sum = mlx_rs::ops::add(&ctx, &tok)?;
+            Some(scalar::mul(&sum, 2f64.powf(-0.5))?)
+        }
+    };
+    Ok(StepInputs {
+        h,
+        per_layer,
+        batch,
+        len,
+    })
+}
+
+/// Layer `i`'s slice `pli[:, :, i, :]` of the per-layer inputs.
+pub fn per_layer_input(inputs: &StepInputs, i: i32) -> Result<Array> {
+    let all = inputs.per_layer.as_ref().ok_or_else(|| {
+        Error::Unsupported("a per-layer-input layer in a model without PLE tables".into())
+    })?;
+    Ok(all.try_index((.., .., i, ..))?)
+}
+
+/// The masks of a step, built from the cache of the first layer of each type.
+pub fn masks(m: &Gemma4, caches: &[AnyCache], len: i32) -> Result<StepMasks> {
+    let window = m.config.sliding_window;
+    let n = len as usize;
+    let mask_of = |t: LayerType| -> Result<AttnMask> {
+        match m.plan.first_of(t) {
+            None => Ok(AttnMask::None),
+            Some(layer) => caches[m.plan.layers[layer].kv.cache_index()].make_mask(n, window),
+        }
+    };
+    Ok(StepMasks {
+        sliding: mask_of(LayerType::Sliding)?,
+        full: mask_of(LayerType::Full)?,
+    })
+}
+
+/// `input_layernorm(h)`.
+pub fn input_norm(m: &Gemma4, w: &LayerWeights, h: &Array) -> Result<Array> {
+    rms_norm(h, Some(&w.input_norm), m.eps)
+}
+
+/// Queries `[B, nh, L, D]` before RoPE: `q_proj`, reshape, `q_norm`, transpose.
+pub fn queries(m: &Gemma4, w: &AttnWeights, x: &Array, head_dim: i32) -> Result<Array> {
+    let (b, l) = (x.dim(0), x.dim(1));
+    let heads = m.config.num_attention_heads as i32;
+    let q = w.q_proj.forward(x)?.reshape(&[b, l, heads, head_dim])?;
+    let q = rms_norm(&q, Some(&w.q_norm), m.eps)?;
+    Ok(q.transpose_axes(&[0, 2, 1, 3])?)
+}
+
+/// A donor's keys (normed, `[B, nKv, L, D]`, before RoPE) and values (weightless
+/// `v_norm`, never roped). Under K=V the values are the raw k projection.
+pub fn keys_values(
+    m: &Gemma4,
+    w: &AttnWeights,
+    x: &Array,
+    head_dim: i32,
+    k_eq_v: bool,
+) -> Result<(Array, Array)> {
+    let (b, l) = (x.dim(0), x.dim(1));
+    let missing = |what: &str| Error::Unsupported(format!("a donor layer without {what}"));
+    let k_proj = w.k_proj.as_ref().ok_or_else(|| missing("k_proj"))?;
+    let k_norm = w.k_norm.as_ref().ok_or_else(|| missing("k_norm"))?;
+    let k_raw = k_proj.forward(x)?;
+    let kv_heads = k_raw.dim(-1) / head_dim;
+    let k_raw = k_raw.reshape(&[b, l, kv_heads, head_dim])?;
+    let v_raw = if k_eq_v {
+        k_raw.clone()
+    } else {
+        let v_proj = w.v_proj.as_ref().ok_or_else(|| missing("v_proj"))?;
+        v_proj.forward(x)?.reshape(&[b, l, kv_heads, head_dim])?
+    };
+    let k = rms_norm(&k_raw, Some(k_norm), m.eps)?.transpose_axes(&[0, 2, 1, 3])?;
+    let v = rms_norm(&v_raw, None, m.eps)?.transpose_axes(&[0, 2, 1, 3])?;
+    Ok((k, v))
+}
+
+/// RoPE at `offset`.
+pub fn rope(rope: &Rope, x: &Array, offset: i32) -> Result<Array> {
+    rope.apply(x, offset)
+}
+
+/// Attention over float or quantized K/V (the dispatch mlx-lm and mlx-optiq make).
+pub fn attend(q: &Array, kv: &Kv, mask: &AttnMask) -> Result<Array> {
+    match kv {
+        Kv::Float { keys, values } => sdpa(q, keys, values, mask),
+        Kv::Quant { keys, values, spec } => sdpa_quantized(q, keys, values, *spec, mask),
+    }
+}
+
+/// `o_proj` of the attention output `[B, nh, L, D]`, then `post_attention_layernorm` and
+/// the residual add.
+pub fn attention_out(m: &Gemma4, w: &LayerWeights, h: &Array, o: &Array) -> Result<Array> {
+    let (b, l) = (o.dim(0), o.dim(2));
+    let o = o.transpose_axes(&[0, 2, 1, 3])?.reshape(&[b, l, -1])?;
+    let a = w.attn.o_proj.forward(&o)?;
+    let a = rms_norm(&a, Some(&w.post_attn_norm), m.eps)?;
+    Ok(mlx_rs::ops::add(h, &a)?)
+}
+
+/// The dense feed-forward block with its norms and residual.
+pub fn dense_ffn(m: &Gemma4, w: &LayerWeights, h: &Array) -> Result<Array> {
+    let f = rms_norm(h, Some(&w.pre_ffn_norm), m.eps)?;
+    let f = w.mlp.forward(&f)?;
+    let f = rms_norm(&f, Some(&w.post_ffn_norm), m.eps)?;
+    Ok(mlx_rs::ops::add(h, &f)?)
+}
+
+/// The MoE feed-forward block: the dense MLP and the experts in parallel from the same
+/// `h`, the router reading the raw `h`, each branch normed, summed, normed, added.
+pub fn moe_ffn(m: &Gemma4, w: &LayerWeights, moe: &MoeWeights, h: &Array) -> Result<Array> {
+    let f1 = rms_norm(h, Some(&w.pre_ffn_norm), m.eps)?;
+    let f1 = w.mlp.forward(&f1)?;
+    let f1 = rms_norm(&f1, Some(&moe.post_ffn_norm_1), m.eps)?;
+    let (idx, weights) = moe.moe.route(h, m.eps)?;
+    let f2 = rms_norm(h, Some(&moe.pre_ffn_norm_2), m.eps)?;
+    let f2 = moe.moe.experts(&f2, &idx, &weights)?;
+    let f2 = rms_norm(&f2, Some(&moe.post_ffn_norm_2), m.eps)?;
+    let f = mlx_rs::ops::add(&f1, &f2)?;
+    let f = rms_norm(&f, Some(&w.post_ffn_norm), m.eps)?;
+    Ok(mlx_rs::ops::add(h, &f)?)
+}
+
+/// The per-layer-input gate: `h + norm(proj(gelu(gate(h)) * pli))`.
+pub fn per_layer_gate(m: &Gemma4, w: &PleWeights, h: &Array, pli: &Array) -> Result<Array> {
+    let g = w.gate.forward(h)?;
+    let g = gelu_approx(&g)?;
+    let g = mlx_rs::ops::multiply(&g, pli)?;
+    let g = w.projection.forward(&g)?;
+    let g = rms_norm(&g, Some(&w.post_norm), m.eps)?;
+    Ok(mlx_rs::ops::add(h, &g)?)
+}
+
+/// `h * layer_scalar` (the whole residual stream).
+pub fn layer_scalar(h: &Array, scalar: &Array) -> Result<Array> {
+    Ok(mlx_rs::ops::multiply(h, scalar)?)
+}
+
+/// Final norm, head (tied or not) and softcap: logits `[B, L, vocab]` in the activation
+/// dtype.
+pub fn head(m: &Gemma4, h: &Array) -> Result<Array> {
+    let h = rms_norm(h, Some(&m.weights.norm), m.eps)?;
+    let logits = match &m.weights.lm_head {
+        Some(head) => head.forward(&h)?,
+        None => m.weights.embed.as_linear(&h)?,
+    };
+    match m.config.final_logit_softcapping {
+        None => Ok(logits),
+        Some(cap) => {
+            let t = mlx_rs::ops::tanh(scalar::div(&logits, cap)?)?;
+            scalar::mul(&t, cap)
+        }
+    }
+}
+
+/// The layer's PLE weights, or an error naming the layer.
+pub fn ple_weights(w: &LayerWeights, layer: usize) -> Result<&PleWeights> {
+    w.ple
+        .as_ref()
+        .ok_or_else(|| Error::Unsupported(format!("layer {layer} has no per-layer-input weights")))
+}
+
+/// The layer's MoE weights, or an error naming the layer.
+pub fn moe_weights(w: &LayerWeights, layer: usize) -> Result<&MoeWeights> {
+    w.moe
+        .as_ref()
+        .ok_or_else(|| Error::Unsupported(format!("layer {layer} has no MoE weights")))
+}
+
+/// The layer's scalar, or an error naming the layer.
+pub fn scalar_weight(w: &LayerWeights, layer: usize) -> Result<&Array> {
+    w.layer_scalar
+        .as_ref()
+        .ok_or_else(|| Error::Unsupported(format!("layer {layer} has no layer_scalar")))
+}

@@ -1,0 +1,87 @@
+//! Scaled dot-product attention with scale 1.0 (Gemma 4's q/k norms stand in for
+//! 1/sqrt(D)): fast SDPA on float K/V, and the bit-exact unfused path on quantized K/V
+//! (gemma4.md §5).
+
+use mlx_rs::fast::ScaledDotProductAttentionMask;
+use mlx_rs::{Array, Dtype};
+
+use crate::cache::QuantTriple;
+use crate::error::Result;
+use crate::nn::mask::AttnMask;
+use crate::nn::scalar;
+use crate::quantization::QuantSpec;
+
+/// `fast::scaled_dot_product_attention(q, k, v, scale = 1.0, mask)`; GQA handled natively.
+pub fn sdpa(q: &Array, k: &Array, v: &Array, mask: &AttnMask) -> Result<Array> {
+    let mask = match mask {
+        AttnMask::None => None,
+        AttnMask::Causal => Some(ScaledDotProductAttentionMask::Causal),
+        AttnMask::Array(a) => Some(ScaledDotProductAttentionMask::Array(a)),
+    };
+    Ok(mlx_rs::fast::scaled_dot_product_attention(
+        q, k, v, 1.0, mask, None,
+    )?)
+}
+
+/// Attention over quantized K/V triples: reshape q for GQA (the K/V triples get a
+/// broadcast axis, never a copy), `quantized_matmul` scores, mask with the finite
+/// minimum, precise softmax, `quantized_matmul` with V.
+pub fn sdpa_quantized(
+    q: &Array,
+    k: &QuantTriple,
+    v: &QuantTriple,
+    spec: QuantSpec,
+    mask: &AttnMask,
+) -> Result<Array> {
+    let shape = q.shape();
+    let (b, heads, l, d) = (shape[0], shape[1], shape[2], shape[3]);
+    let kv_heads = k.packed.dim(-3);
+    let repeats = heads / kv_heads;
+    let group = spec.group_size as i32;
+    let bits = spec.bits as i32;
+
+    // The reference multiplies by the scale even when it is 1.0.
+    let mut q = scalar::mul(q, 1.0)?;
+    let (k, v) = if repeats > 1 {
+        q = q.reshape(&[b, kv_heads, repeats, l, d])?;
+        (k.expand_dims(-3)?, v.expand_dims(-3)?)
+    } else {
+        (k.clone(), v.clone())
+    };
+    let mut scores =
+        mlx_rs::ops::quantized_matmul(&q, &k.packed, &k.scales, &k.biases, true, group, bits)?;
+    let bool_mask = match mask {
+        AttnMask::None => None,
+        AttnMask::Causal => {
+            let ql = scores.dim(-2);
+            let kl = scores.dim(-1);
+            let q_idx = Array::arange::<i32, i32>(kl - ql, kl, None)?.expand_dims(1)?;
+            let k_idx = Array::arange::<i32, i32>(None, kl, None)?.expand_dims(0)?;
+            Some(q_idx.ge(&k_idx)?)
+        }
+        AttnMask::Array(a) => Some(a.clone()),
+    };
+    if let Some(mut m) = bool_mask {
+        if repeats > 1 && m.ndim() > 3 {
+            m = m.expand_dims(-3)?;
+        }
+        let min = scalar::scalar(finfo_min(scores.dtype()), scores.dtype())?;
+        scores = mlx_rs::ops::select(&m, &scores, &min)?;
+    }
+    let probs = mlx_rs::ops::softmax_axis(&scores, -1, true)?;
+    let mut out =
+        mlx_rs::ops::quantized_matmul(&probs, &v.packed, &v.scales, &v.biases, false, group, bits)?;
+    if repeats > 1 {
+        out = out.reshape(&[b, heads, l, d])?;
+    }
+    Ok(out)
+}
+
+/// `finfo(dtype).min` as the Python float the reference passes.
+fn finfo_min(dtype: Dtype) -> f64 {
+    match dtype {
+        Dtype::Bfloat16 => -3.3895313892515355e38,
+        Dtype::Float16 => -65504.0,
+        _ => f32::MIN as f64,
+    }
+}

@@ -1,0 +1,20 @@
+//! Building blocks of the forward passes, each one MLX op or a fixed composition of ops
+//! in the reference's order. The monolith and generated code call the same blocks, so
+//! bit-exactness follows from structure.
+
+pub mod attention;
+pub mod embedding;
+pub mod linear;
+pub mod mask;
+pub mod mlp;
+pub mod moe;
+pub mod norm;
+pub mod rope;
+pub mod scalar;
+
+pub use attention::{sdpa, sdpa_quantized};
+pub use embedding::Embedding;
+pub use linear::Linear;
+pub use mask::AttnMask;
+pub use norm::rms_norm;
+pub use rope::Rope;

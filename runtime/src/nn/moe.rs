@@ -1,0 +1,131 @@
+//! The MoE block of Gemma 4 26B-A4B (gemma4.md §3.9): router, SwitchGLU experts over
+//! `gather_qmm` / `gather_mm`, combined in argpartition order.
+
+use mlx_rs::Array;
+
+use crate::error::Result;
+use crate::nn::linear::{Linear, QuantizedWeight};
+use crate::nn::mlp::geglu;
+use crate::nn::norm::rms_norm;
+use crate::nn::scalar;
+
+/// A per-expert linear layer `[E, out, in]`.
+#[derive(Debug, Clone)]
+pub enum SwitchLinear {
+    /// Float weights.
+    Float {
+        /// `[E, out, in]`.
+        weight: Array,
+    },
+    /// Affine-quantized weights.
+    Quantized(QuantizedWeight),
+}
+
+impl SwitchLinear {
+    /// `x` through the experts in `indices` (`sorted` when the pairs were sorted).
+    pub fn forward(&self, x: &Array, indices: &Array, sorted: bool) -> Result<Array> {
+        Ok(match self {
+            SwitchLinear::Float { weight } => {
+                mlx_rs::ops::gather_mm(x, weight.swap_axes(-1, -2)?, None, indices, sorted)?
+            }
+            SwitchLinear::Quantized(q) => mlx_rs::ops::gather_qmm(
+                x,
+                &q.weight,
+                &q.scales,
+                &q.biases,
+                None,
+                indices,
+                true,
+                q.spec.group_size as i32,
+                q.spec.bits as i32,
+                sorted,
+            )?,
+        })
+    }
+
+    /// Bytes held by the weight arrays.
+    pub fn nbytes(&self) -> usize {
+        match self {
+            SwitchLinear::Float { weight } => weight.nbytes(),
+            SwitchLinear::Quantized(q) => q.weight.nbytes() + q.scales.nbytes() + q.biases.nbytes(),
+        }
+    }
+}
+
+/// Router and experts of one layer.
+#[derive(Debug, Clone)]
+pub struct Moe {
+    /// router.proj (H -> E).
+    pub router_proj: Linear,
+    /// router.scale `[H]`.
+    pub router_scale: Array,
+    /// router.per_expert_scale `[E]`.
+    pub per_expert_scale: Array,
+    /// Experts' gate projection.
+    pub gate: SwitchLinear,
+    /// Experts' up projection.
+    pub up: SwitchLinear,
+    /// Experts' down projection.
+    pub down: SwitchLinear,
+    /// top_k_experts.
+    pub top_k: i32,
+}
+
+impl Moe {
+    /// The router on the raw residual `h`: top-K expert indices (argpartition order) and
+    /// their weights.
+    pub fn route(&self, h: &Array, eps: f32) -> Result<(Array, Array)> {
+        let hidden = self.router_scale.dim(-1) as f64;
+        // The scalar is folded into the norm weight, as mlx-lm 0.32 composes it.
+        let w = scalar::mul(&self.router_scale, hidden.powf(-0.5))?;
+        let x = rms_norm(h, Some(&w), eps)?;
+        let scores = self.router_proj.forward(&x)?;
+        let k = self.top_k;
+        let part = mlx_rs::ops::argpartition_axis(&scores, -k, -1)?;
+        let e = part.dim(-1);
+        let idx = slice_last(&part, e - k, e)?;
+        let top = scores.take_along_axis(&idx, -1)?;
+        let top = mlx_rs::ops::softmax_axis(&top, -1, false)?;
+        let scale = self.per_expert_scale.take_axis(&idx, 0)?;
+        Ok((idx, mlx_rs::ops::multiply(&top, &scale)?))
+    }
+
+    /// `sum_k w_k * expert_k(x)` (SwitchGLU with GeGLU), for `x` the pre-normed input.
+    pub fn experts(&self, x: &Array, idx: &Array, weights: &Array) -> Result<Array> {
+        let w = weights.expand_dims(-1)?;
+        let y = self.switch_glu(x, idx)?;
+        Ok(mlx_rs::ops::multiply(&w, &y)?.sum_axis(-2, None)?)
+    }
+
+    fn switch_glu(&self, x: &Array, indices: &Array) -> Result<Array> {
+        let x = x.expand_dims_axes(&[-2, -3])?;
+        // Many pairs: sort them so each expert's rows are contiguous.
+        let sort = indices.size() >= 64;
+        let (x, idx, inv) = if sort {
+            let m = indices.dim(-1);
+            let flat = indices.flatten(None, None)?;
+            let order = mlx_rs::ops::argsort_axis(&flat, -1)?;
+            let inv = mlx_rs::ops::argsort_axis(&order, -1)?;
+            let rows =
+                mlx_rs::ops::floor_divide(&order, Array::from_int(m).as_dtype(order.dtype())?)?;
+            let x = x.flatten(0, -3)?.take_axis(&rows, 0)?;
+            (x, flat.take_axis(&order, 0)?, Some(inv))
+        } else {
+            (x, indices.clone(), None)
+        };
+        let up = self.up.forward(&x, &idx, sort)?;
+        let gate = self.gate.forward(&x, &idx, sort)?;
+        let mut y = self.down.forward(&geglu(&gate, &up)?, &idx, sort)?;
+        if let Some(inv) = inv {
+            y = y.take_axis(&inv, 0)?;
+            y = mlx_rs::ops::unflatten(&y, 0, indices.shape())?;
+        }
+        Ok(y.squeeze_axes(&[-2])?)
+    }
+}
+
+/// `x[..., start:stop]`.
+fn slice_last(x: &Array, start: i32, stop: i32) -> Result<Array> {
+    use mlx_rs::ops::indexing::{Ellipsis, TryIndexOp};
+    Ok(x.try_index((Ellipsis, start..stop))?)
+}
