@@ -1,1 +1,3 @@
 //! The parity gate: generated == monolith, byte for byte.
+
+pub mod reference;
