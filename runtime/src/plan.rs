@@ -131,6 +131,15 @@ impl ModelPlan {
             }
             let d = config.head_dim_of(entry.cache);
             let q = entry.quant;
+            // mlx-lm preallocates `dim // (32 // bits)` packed columns, which is only the
+            // quantized width when bits divides 32.
+            if !32u32.is_multiple_of(q.bits) {
+                return Err(Error::config(
+                    &kv.source,
+                    format!("[{}].bits", entry.position),
+                    format!("KV caches support 2, 4 or 8 bits, found {}", q.bits),
+                ));
+            }
             if !d.is_multiple_of(q.group_size as usize) || !(d * q.bits as usize).is_multiple_of(32)
             {
                 return Err(Error::config(

@@ -114,28 +114,28 @@ impl<'a> Expect<'a> {
                 "missing: only affine quantization (weight, scales, biases) is supported",
             ));
         }
-        let spec = match self
-            .quantization
-            .and_then(|q| q.overrides.get(module).copied().flatten())
-        {
-            Some(spec) => spec,
-            None => {
-                let groups = *s.shape.last().unwrap_or(&0);
-                let packed = *w.shape.last().unwrap_or(&0);
-                if groups == 0 || !in_dims.is_multiple_of(groups) || (packed * 32) % in_dims != 0 {
-                    return Err(Error::weights(
-                        self.file_of(&scales),
-                        scales.as_str(),
-                        format!(
-                            "shape {:?} with weight {:?} does not describe an affine quantization of {in_dims} inputs",
-                            s.shape, w.shape
-                        ),
-                    ));
-                }
-                QuantSpec {
+        let groups = *s.shape.last().unwrap_or(&0);
+        let packed = *w.shape.last().unwrap_or(&0);
+        let inferred =
+            (groups > 0 && in_dims.is_multiple_of(groups) && (packed * 32).is_multiple_of(in_dims))
+                .then(|| QuantSpec {
                     bits: (packed * 32 / in_dims) as u32,
                     group_size: (in_dims / groups) as u32,
-                }
+                });
+        // The config's entry (per module, else global) wins, as in mlx-lm's loader; the
+        // shapes must then agree with it. Without a quantization block the shapes decide.
+        let spec = match (self.quantization.and_then(|q| q.lookup(module)), inferred) {
+            (Some(spec), _) | (None, Some(spec)) => spec,
+            (None, None) => {
+                return Err(Error::weights(
+                    self.file_of(&scales),
+                    scales.as_str(),
+                    format!(
+                        "shape {:?} with weight {:?} does not describe an affine quantization \
+                         of {in_dims} inputs",
+                        s.shape, w.shape
+                    ),
+                ));
             }
         };
         let spec = spec

@@ -164,6 +164,10 @@ impl Header {
         let mut metadata = BTreeMap::new();
         for (key, entry) in map {
             if key == "__metadata__" {
+                // MLX writes `null` when there is no metadata.
+                if entry.is_null() {
+                    continue;
+                }
                 let m = entry.as_object().ok_or_else(|| {
                     Error::weights(name, "__metadata__", "expected an object of strings")
                 })?;

@@ -16,7 +16,7 @@ use crate::weights::catalog::Catalog;
 use weights::{Gemma4Weights, weight_facts};
 
 /// A loaded Gemma 4 model: config, resolved plan, weights and load-time constants.
-/// Shared (behind an `Arc`) by the monolith and generated implementations.
+/// Shared (behind an `Rc`) by the monolith and generated implementations.
 #[derive(Debug)]
 pub struct Gemma4 {
     /// The validated config.

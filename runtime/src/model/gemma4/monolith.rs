@@ -4,7 +4,7 @@
 //! takes when no specialization fits (float first prefill, other kv layouts,
 //! caller-made caches).
 
-use std::sync::Arc;
+use std::rc::Rc;
 
 use mlx_rs::Array;
 
@@ -69,17 +69,17 @@ pub fn forward(m: &Gemma4, tokens: &Array, caches: &mut [AnyCache]) -> Result<Ar
 /// The monolith as a [`LanguageModel`].
 #[derive(Debug, Clone)]
 pub struct Gemma4Monolith {
-    model: Arc<Gemma4>,
+    model: Rc<Gemma4>,
 }
 
 impl Gemma4Monolith {
     /// Wraps a loaded model.
-    pub fn new(model: Arc<Gemma4>) -> Self {
+    pub fn new(model: Rc<Gemma4>) -> Self {
         Gemma4Monolith { model }
     }
 
     /// The loaded model.
-    pub fn model(&self) -> &Arc<Gemma4> {
+    pub fn model(&self) -> &Rc<Gemma4> {
         &self.model
     }
 }

@@ -1,0 +1,236 @@
+//! Generation: chunked prefill, the decode loop, sampling, stop tokens, the kv policy
+//! before every forward, and per-phase timings. Also the teacher-forced logits walk that
+//! parity work and bug reports use.
+
+use std::time::{Duration, Instant};
+
+use mlx_rs::ops::indexing::TryIndexOp;
+use mlx_rs::{Array, Dtype};
+
+use crate::cache::AnyCache;
+use crate::error::{Error, Result};
+use crate::kv_layout::KvLayout;
+use crate::kv_policy;
+use crate::model::LanguageModel;
+use crate::sampling::Sampler;
+
+/// mlx-lm's default prefill chunk.
+pub const DEFAULT_PREFILL_CHUNK: usize = 2048;
+
+/// How to generate.
+#[derive(Debug, Clone)]
+pub struct GenerateOptions {
+    /// Most tokens to generate.
+    pub max_tokens: usize,
+    /// Token choice.
+    pub sampler: Sampler,
+    /// Tokens that end generation (not emitted).
+    pub stop_tokens: Vec<u32>,
+    /// Prompt tokens per prefill forward.
+    pub prefill_chunk: usize,
+    /// Which caches to quantize once they hold tokens (float layout: none).
+    pub kv_layout: KvLayout,
+}
+
+/// What the caller wants after each token.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Flow {
+    /// Keep going.
+    Continue,
+    /// Stop now.
+    Stop,
+}
+
+/// Why generation ended.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum StopReason {
+    /// A stop token was produced.
+    StopToken,
+    /// `max_tokens` were generated.
+    MaxTokens,
+    /// The caller asked to stop.
+    Caller,
+}
+
+/// Figures of one generation.
+#[derive(Debug, Clone)]
+pub struct GenerationStats {
+    /// Prompt tokens.
+    pub prompt_tokens: usize,
+    /// Generated tokens (emitted).
+    pub generated_tokens: usize,
+    /// Time of the whole prefill, first token included.
+    pub prefill: Duration,
+    /// Time from the start to the first generated token.
+    pub time_to_first_token: Duration,
+    /// Time of the decode steps after the first token.
+    pub decode: Duration,
+    /// Decode steps run (forwards after the prefill).
+    pub decode_steps: usize,
+    /// MLX peak memory over the run, bytes.
+    pub peak_memory: usize,
+    /// The implementation that ran.
+    pub implementation: String,
+    /// Forwards that took the generated fast path.
+    pub fast_path_calls: u64,
+    /// Why it ended.
+    pub stop: StopReason,
+}
+
+impl GenerationStats {
+    /// Prompt tokens per second of the prefill.
+    pub fn prefill_tok_s(&self) -> f64 {
+        self.prompt_tokens as f64 / self.prefill.as_secs_f64().max(1e-9)
+    }
+
+    /// Decode steps per second.
+    pub fn decode_tok_s(&self) -> f64 {
+        self.decode_steps as f64 / self.decode.as_secs_f64().max(1e-9)
+    }
+}
+
+/// Checks token ids against the vocabulary.
+pub fn check_tokens(tokens: &[u32], vocab: usize) -> Result<()> {
+    if let Some((i, t)) = tokens
+        .iter()
+        .enumerate()
+        .find(|&(_, &t)| t as usize >= vocab)
+    {
+        return Err(Error::Request(format!(
+            "token {t} at position {i} is outside the vocabulary (0..{vocab})"
+        )));
+    }
+    Ok(())
+}
+
+fn row(tokens: &[u32]) -> Array {
+    let ids: Vec<i32> = tokens.iter().map(|&t| t as i32).collect();
+    Array::from_slice(&ids, &[1, ids.len() as i32])
+}
+
+/// The last position's logits `[B, vocab]`.
+fn last(logits: &Array) -> Result<Array> {
+    Ok(logits.try_index((.., -1, ..))?)
+}
+
+/// Generates from `prompt` (batch 1) on `caches`, calling `on_token` with each token.
+pub fn generate(
+    model: &dyn LanguageModel,
+    caches: &mut [AnyCache],
+    prompt: &[u32],
+    opts: &GenerateOptions,
+    mut on_token: impl FnMut(u32) -> Flow,
+) -> Result<(Vec<u32>, GenerationStats)> {
+    if prompt.is_empty() {
+        return Err(Error::Request("the prompt is empty".into()));
+    }
+    check_tokens(prompt, model.gemma4().config.vocab_size)?;
+    let chunk = opts.prefill_chunk.max(1);
+    let fast_before = model.fast_path_calls();
+    mlx_rs::memory::reset_peak_memory()?;
+    let start = Instant::now();
+
+    // Prefill: every chunk but the last only fills the caches.
+    let mut rest = prompt;
+    while rest.len() > chunk {
+        kv_policy::apply(caches, &opts.kv_layout)?;
+        model.forward(&row(&rest[..chunk]), caches)?;
+        let arrays: Vec<&Array> = caches.iter().flat_map(AnyCache::arrays).collect();
+        mlx_rs::transforms::eval(arrays)?;
+        rest = &rest[chunk..];
+    }
+    kv_policy::apply(caches, &opts.kv_layout)?;
+    let logits = model.forward(&row(rest), caches)?;
+    let mut next = opts.sampler.sample(&last(&logits)?, 0)?;
+    next.eval()?;
+    let prefill = start.elapsed();
+
+    let mut out = Vec::new();
+    let mut steps = 0usize;
+    let decode_start = Instant::now();
+    let stop = loop {
+        let token = next
+            .try_index(0)?
+            .try_item_exact::<u32>()
+            .map_err(|e| Error::Request(format!("reading the sampled token: {e}")))?;
+        if opts.stop_tokens.contains(&token) {
+            break StopReason::StopToken;
+        }
+        out.push(token);
+        if on_token(token) == Flow::Stop {
+            break StopReason::Caller;
+        }
+        if out.len() >= opts.max_tokens {
+            break StopReason::MaxTokens;
+        }
+        kv_policy::apply(caches, &opts.kv_layout)?;
+        let logits = model.forward(&row(&[token]), caches)?;
+        steps += 1;
+        next = opts.sampler.sample(&last(&logits)?, steps as u64)?;
+        next.eval()?;
+    };
+    let stats = GenerationStats {
+        prompt_tokens: prompt.len(),
+        generated_tokens: out.len(),
+        prefill,
+        time_to_first_token: prefill,
+        decode: decode_start.elapsed(),
+        decode_steps: steps,
+        peak_memory: mlx_rs::memory::peak_memory()?,
+        implementation: model.implementation().to_owned(),
+        fast_path_calls: model.fast_path_calls() - fast_before,
+        stop,
+    };
+    Ok((out, stats))
+}
+
+/// Teacher-forced logits: the first `prefill` tokens of every row as one forward, then
+/// each remaining token as a single-token step, the kv policy applied before every
+/// forward. Returns float32 `[B, T, vocab]` (every position) and how many forwards took
+/// the fast path. Rows must have equal length.
+pub fn logits_walk(
+    model: &dyn LanguageModel,
+    caches: &mut [AnyCache],
+    rows: &[Vec<u32>],
+    prefill: usize,
+    kv_layout: &KvLayout,
+) -> Result<Array> {
+    let len = rows.first().map_or(0, Vec::len);
+    if len == 0 || rows.iter().any(|r| r.len() != len) {
+        return Err(Error::Request(
+            "token rows must be non-empty and of equal length".into(),
+        ));
+    }
+    if prefill == 0 || prefill > len {
+        return Err(Error::Request(format!(
+            "prefill must be in 1..={len}, got {prefill}"
+        )));
+    }
+    let vocab = model.gemma4().config.vocab_size;
+    for r in rows {
+        check_tokens(r, vocab)?;
+    }
+    let batch = |from: usize, to: usize| -> Array {
+        let ids: Vec<i32> = rows
+            .iter()
+            .flat_map(|r| r[from..to].iter().map(|&t| t as i32))
+            .collect();
+        Array::from_slice(&ids, &[rows.len() as i32, (to - from) as i32])
+    };
+    let mut parts = Vec::with_capacity(len - prefill + 1);
+    kv_policy::apply(caches, kv_layout)?;
+    let l = model
+        .forward(&batch(0, prefill), caches)?
+        .as_dtype(Dtype::Float32)?;
+    l.eval()?;
+    parts.push(l);
+    for t in prefill..len {
+        kv_policy::apply(caches, kv_layout)?;
+        let l = model
+            .forward(&batch(t, t + 1), caches)?
+            .as_dtype(Dtype::Float32)?;
+        l.eval()?;
+        parts.push(l);
+    }
+    Ok(mlx_rs::ops::concatenate(&parts, 1)?)
+}

@@ -1,0 +1,214 @@
+//! The generation loop: deterministic greedy decoding, seeded sampling, stop tokens,
+//! limits, the kv policy, and clear refusals of bad requests.
+
+use std::path::Path;
+
+use mlx_rs::Array;
+use runtime::Error;
+use runtime::config::Gemma4Config;
+use runtime::generate::{self, Flow, GenerateOptions, StopReason};
+use runtime::kv_layout::KvLayout;
+use runtime::model::LanguageModel;
+use runtime::model::gemma4::Gemma4;
+use runtime::model::gemma4::monolith::Gemma4Monolith;
+use runtime::sampling::Sampler;
+use runtime::synth::{self, SynthOptions};
+
+fn model(kv: bool) -> Gemma4Monolith {
+    let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("../generated/models/gemma4-e4b");
+    let mut v: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(dir.join("config.json")).unwrap()).unwrap();
+    v["num_hidden_layers"] = 6.into();
+    v["num_kv_shared_layers"] = 2.into();
+    v["layer_types"] = serde_json::json!([
+        "sliding_attention",
+        "sliding_attention",
+        "full_attention",
+        "sliding_attention",
+        "sliding_attention",
+        "full_attention"
+    ]);
+    let config = synth::twin(&Gemma4Config::from_value("tiny.json", &v).unwrap());
+    let (tensors, _) = synth::random_tensors(
+        &config,
+        SynthOptions {
+            seed: 11,
+            quant: None,
+        },
+    )
+    .unwrap();
+    let layout = if kv {
+        KvLayout::from_json_str(
+            "kv.json",
+            r#"[{"layer_idx": 0, "bits": 4}, {"layer_idx": 2, "bits": 8}]"#,
+        )
+        .unwrap()
+    } else {
+        KvLayout::float()
+    };
+    Gemma4Monolith::new(std::rc::Rc::new(
+        Gemma4::from_tensors(config, layout, tensors).unwrap(),
+    ))
+}
+
+fn options(m: &Gemma4Monolith, max_tokens: usize, sampler: Sampler) -> GenerateOptions {
+    GenerateOptions {
+        max_tokens,
+        sampler,
+        stop_tokens: vec![],
+        prefill_chunk: 2048,
+        kv_layout: m.gemma4().kv_layout.clone(),
+    }
+}
+
+fn run(m: &Gemma4Monolith, prompt: &[u32], opts: &GenerateOptions) -> Vec<u32> {
+    let mut caches = m.gemma4().float_caches(1);
+    generate::generate(m, &mut caches, prompt, opts, |_| Flow::Continue)
+        .unwrap()
+        .0
+}
+
+const PROMPT: [u32; 20] = [
+    5, 17, 42, 99, 3, 250, 7, 8, 311, 12, 13, 400, 15, 16, 17, 18, 19, 20, 21, 22,
+];
+
+#[test]
+fn greedy_generation_is_deterministic_and_counts_steps() {
+    let m = model(false);
+    let opts = options(&m, 24, Sampler::Greedy);
+    let mut caches = m.gemma4().float_caches(1);
+    let (a, stats) =
+        generate::generate(&m, &mut caches, &PROMPT, &opts, |_| Flow::Continue).unwrap();
+    assert_eq!(a.len(), 24);
+    assert_eq!(stats.stop, StopReason::MaxTokens);
+    assert_eq!(stats.prompt_tokens, 20);
+    assert_eq!(stats.decode_steps, 23);
+    assert_eq!(caches[0].offset(), 20 + 23);
+    assert!(a.iter().all(|&t| (t as usize) < 512));
+    assert_eq!(run(&m, &PROMPT, &opts), a);
+}
+
+#[test]
+fn stop_tokens_end_generation_without_being_emitted() {
+    let m = model(false);
+    let first = run(&m, &PROMPT, &options(&m, 5, Sampler::Greedy));
+    let mut opts = options(&m, 5, Sampler::Greedy);
+    opts.stop_tokens = vec![first[2]];
+    let mut caches = m.gemma4().float_caches(1);
+    let (out, stats) =
+        generate::generate(&m, &mut caches, &PROMPT, &opts, |_| Flow::Continue).unwrap();
+    assert_eq!(stats.stop, StopReason::StopToken);
+    let cut = first.iter().position(|&t| t == first[2]).unwrap();
+    assert_eq!(out, first[..cut]);
+}
+
+#[test]
+fn the_caller_can_stop() {
+    let m = model(false);
+    let mut caches = m.gemma4().float_caches(1);
+    let mut seen = 0;
+    let (out, stats) = generate::generate(
+        &m,
+        &mut caches,
+        &PROMPT,
+        &options(&m, 50, Sampler::Greedy),
+        |_| {
+            seen += 1;
+            if seen == 3 {
+                Flow::Stop
+            } else {
+                Flow::Continue
+            }
+        },
+    )
+    .unwrap();
+    assert_eq!(out.len(), 3);
+    assert_eq!(stats.stop, StopReason::Caller);
+}
+
+#[test]
+fn seeded_sampling_repeats() {
+    let m = model(false);
+    let sampler = Sampler::top_p(0.8, 0.9, 1234).unwrap();
+    let a = run(&m, &PROMPT, &options(&m, 16, sampler));
+    let b = run(&m, &PROMPT, &options(&m, 16, sampler));
+    assert_eq!(a, b);
+    assert!(a.iter().all(|&t| (t as usize) < 512));
+    // With top_p so small only the most likely token survives: sampling is greedy.
+    let narrow = Sampler::top_p(1.0, 1e-6, 99).unwrap();
+    assert_eq!(
+        run(&m, &PROMPT, &options(&m, 8, narrow)),
+        run(&m, &PROMPT, &options(&m, 8, Sampler::Greedy))
+    );
+}
+
+#[test]
+fn kv_layout_quantizes_after_the_first_prefill() {
+    let m = model(true);
+    let mut caches = m.gemma4().float_caches(1);
+    let opts = options(&m, 4, Sampler::Greedy);
+    generate::generate(&m, &mut caches, &PROMPT, &opts, |_| Flow::Continue).unwrap();
+    let sigs: Vec<String> = caches.iter().map(|c| c.signature().to_string()).collect();
+    assert_eq!(
+        sigs,
+        [
+            "kv:rotating-quant:4:64",
+            "kv:rotating",
+            "kv:quant:8:64",
+            "kv:rotating"
+        ]
+    );
+}
+
+#[test]
+fn chunked_prefill_fills_the_caches_like_one_prefill() {
+    let m = model(false);
+    let mut opts = options(&m, 3, Sampler::Greedy);
+    opts.prefill_chunk = 7;
+    let mut caches = m.gemma4().float_caches(1);
+    let (out, stats) =
+        generate::generate(&m, &mut caches, &PROMPT, &opts, |_| Flow::Continue).unwrap();
+    assert_eq!(out.len(), 3);
+    assert_eq!(stats.prompt_tokens, 20);
+    assert_eq!(caches[2].offset(), 22);
+}
+
+#[test]
+fn bad_requests_are_refused_before_any_work() {
+    let m = model(false);
+    let opts = options(&m, 4, Sampler::Greedy);
+    let mut caches = m.gemma4().float_caches(1);
+    let err = generate::generate(&m, &mut caches, &[], &opts, |_| Flow::Continue).unwrap_err();
+    assert!(matches!(err, Error::Request(_)), "{err}");
+    let err =
+        generate::generate(&m, &mut caches, &[1, 512], &opts, |_| Flow::Continue).unwrap_err();
+    assert!(err.to_string().contains("token 512 at position 1"), "{err}");
+    assert_eq!(caches[0].offset(), 0, "nothing ran");
+    assert!(
+        Sampler::top_p(0.7, 2.0, 0)
+            .unwrap_err()
+            .to_string()
+            .contains("top-p")
+    );
+    assert!(Sampler::top_p(-1.0, 0.9, 0).is_err());
+    assert_eq!(Sampler::top_p(0.0, 0.9, 0).unwrap(), Sampler::Greedy);
+}
+
+#[test]
+fn logits_walk_covers_every_position() {
+    let m = model(true);
+    let rows = vec![PROMPT.to_vec(), PROMPT.iter().rev().copied().collect()];
+    let mut caches = m.gemma4().float_caches(2);
+    let logits = generate::logits_walk(&m, &mut caches, &rows, 18, &m.gemma4().kv_layout).unwrap();
+    assert_eq!(logits.shape(), [2, 20, 512]);
+    assert_eq!(logits.dtype(), mlx_rs::Dtype::Float32);
+    let _: &Array = &logits;
+    let err = generate::logits_walk(
+        &m,
+        &mut m.gemma4().float_caches(1),
+        &[vec![1, 2]],
+        3,
+        &KvLayout::float(),
+    );
+    assert!(err.is_err());
+}
