@@ -12,8 +12,8 @@ use std::collections::BTreeSet;
 
 use mlx_rs::error::Exception;
 use mlx_rs::fast::{self, ScaledDotProductAttentionMask};
+use mlx_rs::ops;
 use mlx_rs::ops::indexing::{take, take_along_axis, take_axis};
-use mlx_rs::ops::{self};
 use mlx_rs::transforms::compile::compile;
 use mlx_rs::{Array, Dtype, random};
 use sha2::{Digest, Sha256};
