@@ -52,11 +52,21 @@ pub const ROUTER_QUANT: QuantSpec = QuantSpec {
     group_size: 64,
 };
 
-/// Random tensors for `config` by canonical name (quantized modules as
+/// Random bf16 tensors for `config` by canonical name (quantized modules as
 /// `.weight`/`.scales`/`.biases`), and the quantization map describing them.
 pub fn random_tensors(
     config: &Gemma4Config,
     opts: SynthOptions,
+) -> Result<(BTreeMap<String, Array>, Option<QuantizationMap>)> {
+    random_tensors_as(config, opts, Dtype::Bfloat16)
+}
+
+/// [`random_tensors`] with float tensors (and quantization scales) in `dtype`: float32
+/// for MoE models on MLX's CPU backend, whose `gather_mm` only takes float32.
+pub fn random_tensors_as(
+    config: &Gemma4Config,
+    opts: SynthOptions,
+    dtype: Dtype,
 ) -> Result<(BTreeMap<String, Array>, Option<QuantizationMap>)> {
     let mut out = BTreeMap::new();
     let mut qmap = opts.quant.map(|q| QuantizationMap {
@@ -74,8 +84,8 @@ pub fn random_tensors(
                 } else {
                     (inp as f32).powf(-0.5)
                 };
-                let w = mlx_rs::random::normal::<f32>(&shape[..], 0.0, std, &key)?
-                    .as_dtype(Dtype::Bfloat16)?;
+                let w =
+                    mlx_rs::random::normal::<f32>(&shape[..], 0.0, std, &key)?.as_dtype(dtype)?;
                 let spec = match opts.quant {
                     Some(_) if name.ends_with("router.proj") => Some(ROUTER_QUANT),
                     q => q,
@@ -100,15 +110,15 @@ pub fn random_tensors(
             }
             TensorRole::Norm(d) => {
                 let w = mlx_rs::random::normal::<f32>(&[d as i32][..], 1.0, 0.1, &key)?;
-                out.insert(name, w.as_dtype(Dtype::Bfloat16)?);
+                out.insert(name, w.as_dtype(dtype)?);
             }
             TensorRole::Vector(d) => {
                 let w = mlx_rs::random::uniform::<_, f32>(0.5f32, 1.5f32, &[d as i32][..], &key)?;
-                out.insert(name, w.as_dtype(Dtype::Bfloat16)?);
+                out.insert(name, w.as_dtype(dtype)?);
             }
             TensorRole::LayerScalar => {
                 let w = mlx_rs::random::uniform::<_, f32>(0.5f32, 1.0f32, &[1][..], &key)?;
-                out.insert(name, w.as_dtype(Dtype::Bfloat16)?);
+                out.insert(name, w.as_dtype(dtype)?);
             }
         }
     }
