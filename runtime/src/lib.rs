@@ -12,6 +12,7 @@ pub mod guard;
 pub mod json;
 pub mod kv_layout;
 pub mod kv_policy;
+pub mod memory;
 pub mod model;
 pub mod nn;
 pub mod plan;

@@ -181,6 +181,14 @@ impl Catalog {
         self.entries.keys().map(String::as_str)
     }
 
+    /// Total bytes of every tensor's data.
+    pub fn total_bytes(&self) -> u64 {
+        self.entries
+            .values()
+            .map(|e| e.info.end - e.info.start)
+            .sum()
+    }
+
     /// Total bytes of the named tensors' data.
     pub fn bytes_of<'a>(&self, names: impl IntoIterator<Item = &'a str>) -> u64 {
         names
