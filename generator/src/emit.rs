@@ -1,0 +1,277 @@
+//! One model module: header, `FINGERPRINT`, `CACHE_SIGNATURES`, the layer-variant
+//! functions, `forward_layers`, the model type with its guard and use counter, and
+//! `IMPLEMENTATION`. Built with `quote`, checked by `syn`, printed by `prettyplease`.
+
+use proc_macro2::{Literal, TokenStream};
+use quote::{format_ident, quote};
+use runtime::fingerprint::Fingerprint;
+use runtime::plan::{Family, ModelPlan};
+use runtime::signature::CacheSignature;
+
+use crate::error::Result;
+use crate::ident::ModelName;
+use crate::variant::Variant;
+use crate::{doc, forward, header, layer, print};
+
+/// What a model module is generated from.
+#[derive(Debug, Clone, Copy)]
+pub struct ModuleSpec<'a> {
+    /// The model name.
+    pub name: &'a ModelName,
+    /// The folder of its inputs, relative to the repository root.
+    pub source_folder: &'a str,
+    /// The input files read from that folder.
+    pub source_files: &'a [&'a str],
+    /// The resolved plan.
+    pub plan: &'a ModelPlan,
+}
+
+/// The variants of a plan.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Variants {
+    /// The variant of each layer.
+    pub per_layer: Vec<Variant>,
+    /// The distinct variants in order of first use, each with the layers using it.
+    pub distinct: Vec<(Variant, Vec<usize>)>,
+}
+
+/// The variants of `plan`.
+pub fn variants(plan: &ModelPlan) -> Result<Variants> {
+    let per_layer = plan
+        .layers
+        .iter()
+        .enumerate()
+        .map(|(i, l)| Variant::of(i, l))
+        .collect::<Result<Vec<_>>>()?;
+    let mut distinct: Vec<(Variant, Vec<usize>)> = Vec::new();
+    for (i, v) in per_layer.iter().enumerate() {
+        match distinct.iter_mut().find(|(d, _)| d == v) {
+            Some((_, layers)) => layers.push(i),
+            None => distinct.push((*v, vec![i])),
+        }
+    }
+    Ok(Variants {
+        per_layer,
+        distinct,
+    })
+}
+
+/// The text of the model module of `spec`.
+pub fn model_module(spec: ModuleSpec<'_>) -> Result<String> {
+    let tokens = model_tokens(spec)?;
+    let body = print::file(spec.name.as_str(), tokens)?;
+    let fingerprint = Fingerprint::of(spec.plan).short();
+    Ok(header::model(
+        spec.name.as_str(),
+        spec.source_folder,
+        spec.source_files,
+        &fingerprint,
+    ) + &body)
+}
+
+fn model_tokens(spec: ModuleSpec<'_>) -> Result<TokenStream> {
+    let plan = spec.plan;
+    let name = spec.name.as_str();
+    forward::check(plan)?;
+    let Variants {
+        per_layer,
+        distinct,
+    } = variants(plan)?;
+    let signatures = plan.cache_signatures();
+    let fingerprint = Fingerprint::of(plan).short();
+
+    let module_doc = doc::inner(&format!(
+        "{name}, specialized by mlx-aot: {} layers ({} donors, {} sharers) over {} caches, \
+         in {} layer variants.\n\n\
+         [`{}`] runs [`forward_layers`] when the loaded model's plan has [`FINGERPRINT`] and \
+         the caches match [`CACHE_SIGNATURES`]; on any other call it runs the monolith, \
+         which computes the same bits more slowly.",
+        plan.layers.len(),
+        plan.num_caches(),
+        plan.layers.len() - plan.num_caches(),
+        signatures.len(),
+        distinct.len(),
+        spec.name.type_name(),
+    ));
+    let uses = imports(plan, &per_layer);
+
+    let n = Literal::usize_unsuffixed(signatures.len());
+    let signature_items = signatures.iter().map(|&s| layer::signature(s));
+    let functions = distinct
+        .iter()
+        .map(|(v, layers)| layer::function(v, layers));
+    let forward = forward::function(name, plan, &per_layer);
+    let has_sharers = per_layer.iter().any(|v| !v.is_donor());
+    let errors = forward::error_helpers(has_sharers);
+    let mut specs: Vec<_> = signatures.iter().filter_map(|s| s.quant()).collect();
+    specs.sort();
+    specs.dedup();
+    let quant_consts = specs.into_iter().map(layer::quant_const);
+    let model = model_type(spec, plan.family);
+
+    Ok(quote! {
+        #module_doc
+        #uses
+
+        /// The fingerprint of the plan this module was generated for.
+        pub const FINGERPRINT: &str = #fingerprint;
+
+        /// The cache signatures the fast path runs on, in cache order.
+        pub const CACHE_SIGNATURES: [CacheSignature; #n] = [#(#signature_items),*];
+
+        #(#quant_consts)*
+
+        #(#functions)*
+
+        #forward
+
+        #errors
+
+        #model
+    })
+}
+
+/// The `use` items the module needs, and no others.
+fn imports(plan: &ModelPlan, variants: &[Variant]) -> TokenStream {
+    let signatures = plan.cache_signatures();
+    let has = |f: &dyn Fn(&CacheSignature) -> bool| signatures.iter().any(f);
+    let any_quant = has(&|s| s.quant().is_some());
+
+    let mut cache = vec![quote!(AnyCache)];
+    if has(&|s| *s == CacheSignature::Plain) {
+        cache.push(quote!(KvCache));
+    }
+    if has(&|s| *s == CacheSignature::Rotating) {
+        cache.push(quote!(RotatingKvCache));
+    }
+    if has(&|s| matches!(s, CacheSignature::Quant(_))) {
+        cache.push(quote!(QuantizedKvCache));
+    }
+    if has(&|s| matches!(s, CacheSignature::RotatingQuant(_))) {
+        cache.push(quote!(RotatingQuantizedKvCache));
+    }
+    let shares = variants.iter().any(|v| !v.is_donor() || v.is_exported());
+    if shares {
+        cache.push(quote!(Kv));
+    }
+    cache.sort_by_key(|t| t.to_string());
+
+    let mut block_items = vec![quote!(self)];
+    if shares {
+        block_items.push(quote!(SharedKv));
+    }
+    if variants.iter().any(|v| v.per_layer_input) {
+        block_items.push(quote!(StepInputs));
+    }
+
+    let mut nn = vec![quote!(AttnMask)];
+    if variants.iter().any(|v| v.quant().is_none()) {
+        nn.push(quote!(sdpa));
+    }
+    if variants.iter().any(|v| v.quant().is_some()) {
+        nn.push(quote!(sdpa_quantized));
+    }
+    let quant = any_quant.then(|| {
+        quote!(
+            use runtime::quantization::QuantSpec;
+        )
+    });
+
+    quote! {
+        use std::cell::Cell;
+        use std::rc::Rc;
+
+        use runtime::cache::{#(#cache),*};
+        use runtime::error::{Error, Result};
+        use runtime::fingerprint::Fingerprint;
+        use runtime::guard;
+        use runtime::mlx_rs::Array;
+        use runtime::model::LanguageModel;
+        use runtime::model::gemma4::blocks::{#(#block_items),*};
+        use runtime::model::gemma4::{Gemma4, monolith};
+        use runtime::nn::{#(#nn),*};
+        use runtime::plan::{Family, ModelPlan};
+        #quant
+        use runtime::registry::Implementation;
+        use runtime::signature::CacheSignature;
+    }
+}
+
+/// The model type, its `LanguageModel` impl, its constructor and `IMPLEMENTATION`.
+fn model_type(spec: ModuleSpec<'_>, family: Family) -> TokenStream {
+    let ty = format_ident!("{}", spec.name.type_name());
+    let name = spec.name.as_str();
+    let id = spec.name.implementation_id();
+    let source = spec.source_folder;
+    let family = match family {
+        Family::Gemma4 => quote!(Family::Gemma4),
+    };
+    let type_doc = doc::lines(&format!(
+        "{name} with its generated fast path: a guard (the plan's fingerprint, checked once, \
+         and the live cache signatures, checked every call) in front of [`forward_layers`], \
+         the monolith behind it, and a count of the calls the fast path took."
+    ));
+    let implementation_doc = doc::lines(&format!(
+        "The registry entry of {name}: id, family, fingerprint, source folder, constructor."
+    ));
+    quote! {
+        #type_doc
+        #[derive(Debug)]
+        pub struct #ty {
+            model: Rc<Gemma4>,
+            plan_matches: bool,
+            fast_path_calls: Cell<u64>,
+        }
+
+        impl #ty {
+            /// Wraps a loaded model.
+            pub fn new(model: Rc<Gemma4>) -> Self {
+                let plan_matches = Fingerprint::of(&model.plan).short() == FINGERPRINT;
+                #ty {
+                    model,
+                    plan_matches,
+                    fast_path_calls: Cell::new(0),
+                }
+            }
+        }
+
+        impl LanguageModel for #ty {
+            fn forward(&self, tokens: &Array, caches: &mut [AnyCache]) -> Result<Array> {
+                if !self.plan_matches || !guard::caches_match(caches, &CACHE_SIGNATURES) {
+                    return monolith::forward(&self.model, tokens, caches);
+                }
+                self.fast_path_calls.set(self.fast_path_calls.get() + 1);
+                forward_layers(&self.model, tokens, caches)
+            }
+
+            fn plan(&self) -> &ModelPlan {
+                &self.model.plan
+            }
+
+            fn gemma4(&self) -> &Gemma4 {
+                &self.model
+            }
+
+            fn implementation(&self) -> &str {
+                IMPLEMENTATION.id
+            }
+
+            fn fast_path_calls(&self) -> u64 {
+                self.fast_path_calls.get()
+            }
+        }
+
+        fn construct(model: Rc<Gemma4>) -> Box<dyn LanguageModel> {
+            Box::new(#ty::new(model))
+        }
+
+        #implementation_doc
+        pub const IMPLEMENTATION: Implementation = Implementation {
+            id: #id,
+            family: #family,
+            fingerprint: FINGERPRINT,
+            source: #source,
+            construct,
+        };
+    }
+}
