@@ -1,11 +1,39 @@
 //! `cargo xtask`: developer tasks of mlx-aot.
-use clap::Parser;
+
+mod generate;
+
+use std::process::ExitCode;
+
+use clap::{Parser, Subcommand};
 
 /// mlx-aot developer tasks.
 #[derive(Parser)]
-#[command(name = "cargo xtask")]
-struct Cli {}
+#[command(
+    name = "cargo xtask",
+    bin_name = "cargo xtask",
+    about = "mlx-aot developer tasks"
+)]
+struct Cli {
+    #[command(subcommand)]
+    command: Command,
+}
 
-fn main() {
-    let Cli {} = Cli::parse();
+#[derive(Subcommand)]
+enum Command {
+    /// Generate the specialized forward pass of a model (or check it is up to date).
+    Generate(generate::Args),
+}
+
+fn main() -> ExitCode {
+    let cli = Cli::parse();
+    let result = match cli.command {
+        Command::Generate(args) => generate::run(&args),
+    };
+    match result {
+        Ok(code) => code,
+        Err(e) => {
+            eprintln!("error: {e:#}");
+            ExitCode::FAILURE
+        }
+    }
 }
