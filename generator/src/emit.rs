@@ -81,16 +81,15 @@ fn model_tokens(spec: ModuleSpec<'_>) -> Result<TokenStream> {
     let fingerprint = Fingerprint::of(plan).short();
 
     let module_doc = doc::inner(&format!(
-        "{name}, specialized by mlx-aot: {} layers ({} donors, {} sharers) over {} caches, \
-         in {} layer variants.\n\n\
+        "{name}, specialized by mlx-aot: {} ({}, {}) over {}, in {}.\n\n\
          [`{}`] runs [`forward_layers`] when the loaded model's plan has [`FINGERPRINT`] and \
          the caches match [`CACHE_SIGNATURES`]; on any other call it runs the monolith, \
          which computes the same bits more slowly.",
-        plan.layers.len(),
-        plan.num_caches(),
-        plan.layers.len() - plan.num_caches(),
-        signatures.len(),
-        distinct.len(),
+        count(plan.layers.len(), "layer"),
+        count(plan.num_caches(), "donor"),
+        count(plan.layers.len() - plan.num_caches(), "sharer"),
+        count(signatures.len(), "cache"),
+        count(distinct.len(), "layer variant"),
         spec.name.type_name(),
     ));
     let uses = imports(plan, &per_layer);
@@ -131,6 +130,15 @@ fn model_tokens(spec: ModuleSpec<'_>) -> Result<TokenStream> {
     })
 }
 
+/// `1 layer`, `2 layers`.
+fn count(n: usize, noun: &str) -> String {
+    if n == 1 {
+        format!("{n} {noun}")
+    } else {
+        format!("{n} {noun}s")
+    }
+}
+
 /// The `use` items the module needs, and no others.
 fn imports(plan: &ModelPlan, variants: &[Variant]) -> TokenStream {
     let signatures = plan.cache_signatures();
@@ -163,6 +171,13 @@ fn imports(plan: &ModelPlan, variants: &[Variant]) -> TokenStream {
     if variants.iter().any(|v| v.per_layer_input) {
         block_items.push(quote!(StepInputs));
     }
+    let blocks = if block_items.len() == 1 {
+        quote!(
+            use runtime::model::gemma4::blocks;
+        )
+    } else {
+        quote!(use runtime::model::gemma4::blocks::{#(#block_items),*};)
+    };
 
     let mut nn = vec![quote!(AttnMask)];
     if variants.iter().any(|v| v.quant().is_none()) {
@@ -187,7 +202,7 @@ fn imports(plan: &ModelPlan, variants: &[Variant]) -> TokenStream {
         use runtime::guard;
         use runtime::mlx_rs::Array;
         use runtime::model::LanguageModel;
-        use runtime::model::gemma4::blocks::{#(#block_items),*};
+        #blocks
         use runtime::model::gemma4::{Gemma4, monolith};
         use runtime::nn::{#(#nn),*};
         use runtime::plan::{Family, ModelPlan};

@@ -130,13 +130,6 @@ pub fn plan(root: &Path, selection: &Selection) -> Result<Generation> {
                 });
             }
             models.push(read_model(root, &name)?);
-            // A model folder without a module would leave the registry naming a missing
-            // module: generate those too.
-            for other in existing.iter().filter(|n| **n != name) {
-                if !root.join(module_path(other)).exists() {
-                    models.push(read_model(root, other)?);
-                }
-            }
         }
         Selection::Checkpoint { dir, name } => {
             let name = ModelName::new(name)?;
@@ -160,6 +153,14 @@ pub fn plan(root: &Path, selection: &Selection) -> Result<Generation> {
                 listed.push(name);
                 listed.sort_by(|a, b| a.as_str().cmp(b.as_str()));
             }
+        }
+    }
+    // A model folder without a module would leave the registry naming a missing module:
+    // generate those too.
+    for other in &existing {
+        let generated = models.iter().any(|m| m.name == *other);
+        if !generated && !root.join(module_path(other)).exists() {
+            models.push(read_model(root, other)?);
         }
     }
     for source in &models {

@@ -84,6 +84,13 @@ impl FileSet {
             })
     }
 
+    /// Whether `path` is planned to be absent.
+    pub fn is_absent(&self, path: &str) -> bool {
+        self.files
+            .iter()
+            .any(|f| f.path == path && f.content == Content::Absent)
+    }
+
     /// Each planned file with its state against the tree at `root`.
     pub fn compare(&self, root: &Path) -> Result<Vec<(&Planned, State)>> {
         self.files

@@ -84,7 +84,12 @@ pub fn run(args: &Args) -> Result<ExitCode> {
         println!("unchanged: {} files", generation.files.files().len());
     }
     for path in &changed {
-        println!("wrote {path}");
+        let verb = if generation.files.is_absent(path) {
+            "removed"
+        } else {
+            "wrote"
+        };
+        println!("{verb} {path}");
     }
     Ok(ExitCode::SUCCESS)
 }

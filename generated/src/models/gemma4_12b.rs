@@ -18,7 +18,7 @@ use runtime::fingerprint::Fingerprint;
 use runtime::guard;
 use runtime::mlx_rs::Array;
 use runtime::model::LanguageModel;
-use runtime::model::gemma4::blocks::{self};
+use runtime::model::gemma4::blocks;
 use runtime::model::gemma4::{Gemma4, monolith};
 use runtime::nn::{AttnMask, sdpa_quantized};
 use runtime::plan::{Family, ModelPlan};
