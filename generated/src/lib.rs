@@ -2,7 +2,7 @@
 //!
 //! Every module of [`models`] is written by `cargo xtask generate` from a folder of
 //! `generated/models/` (config.json, kv_config.json); [`implementations`] lists them for
-//! `runtime::registry::Registry`. Only this file is written by hand.
+//! `runtime::registry::Registry`. Of `src/`, only this file is written by hand.
 
 // Generated files are printed by prettyplease and must stay byte-identical to what the
 // generator writes (`cargo xtask generate --all --check`), so rustfmt leaves them alone.
