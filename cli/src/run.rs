@@ -1,0 +1,161 @@
+//! `mlx-aot run`: tokenize (optionally through the chat template), check the memory plan,
+//! load, generate while streaming text, and end with one line of figures.
+
+use std::io::Write;
+use std::path::PathBuf;
+
+use anyhow::{Result, bail};
+use runtime::generate::{self, DEFAULT_PREFILL_CHUNK, Flow, GenerateOptions};
+use runtime::memory::{self, MemoryModel};
+use runtime::registry::ImplChoice;
+use runtime::sampling::Sampler;
+
+use crate::figures;
+use crate::model_dir::{self, KvChoice, ModelDir};
+use crate::tokenizer::{Detokenizer, Tokenizer};
+
+/// `mlx-aot run`.
+#[derive(Debug, clap::Args)]
+pub struct Args {
+    /// The model folder (config.json, weights, tokenizer.json).
+    #[arg(long, value_name = "DIR")]
+    model: PathBuf,
+    /// The prompt.
+    #[arg(long, value_name = "TEXT", allow_hyphen_values = true)]
+    prompt: String,
+    /// Most tokens to generate.
+    #[arg(long, default_value_t = 100, value_name = "N")]
+    max_tokens: usize,
+    /// Sampling temperature; 0 is greedy.
+    #[arg(
+        long,
+        default_value_t = 0.0,
+        value_name = "T",
+        allow_hyphen_values = true
+    )]
+    temperature: f32,
+    /// Nucleus mass in (0, 1] (with a temperature above 0).
+    #[arg(
+        long,
+        default_value_t = 1.0,
+        value_name = "P",
+        allow_hyphen_values = true
+    )]
+    top_p: f32,
+    /// Sampling seed.
+    #[arg(long, default_value_t = 0, value_name = "S")]
+    seed: u64,
+    /// KV caches: float, config (the folder's kv_config.json) or BITS (every cache at
+    /// BITS, group 64). Default: config when the folder has kv_config.json, else float.
+    #[arg(long, value_name = "float|config|BITS")]
+    kv: Option<KvChoice>,
+    /// Implementation: auto (generated when the fingerprint matches), monolith,
+    /// generated (never a fallback), or a registered implementation id.
+    #[arg(long = "impl", default_value = "auto", value_parser = model_dir::parse_impl, value_name = "auto|monolith|generated")]
+    implementation: ImplChoice,
+    /// Render the prompt through the folder's chat template as one user message.
+    #[arg(long)]
+    chat: bool,
+    /// Prompt tokens per prefill forward.
+    #[arg(long, default_value_t = DEFAULT_PREFILL_CHUNK, value_name = "N")]
+    prefill_chunk: usize,
+}
+
+/// The sampler of `--temperature` and `--top-p`, checked whatever the temperature.
+pub fn sampler(temperature: f32, top_p: f32, seed: u64) -> Result<Sampler> {
+    if !(top_p > 0.0 && top_p <= 1.0) {
+        bail!("--top-p must be in (0, 1], got {top_p}");
+    }
+    if !(temperature.is_finite() && temperature >= 0.0) {
+        bail!("--temperature must be >= 0, got {temperature}");
+    }
+    Ok(Sampler::top_p(temperature, top_p, seed)?)
+}
+
+pub fn main(a: Args) -> Result<()> {
+    // Everything that can be checked without the weights, first.
+    let sampler = sampler(a.temperature, a.top_p, a.seed)?;
+    if a.max_tokens == 0 {
+        bail!("--max-tokens must be at least 1");
+    }
+    if a.prefill_chunk == 0 {
+        bail!("--prefill-chunk must be at least 1");
+    }
+    if a.prompt.trim().is_empty() {
+        bail!("the prompt is empty");
+    }
+    let dir = ModelDir::open(&a.model)?;
+    let layout = dir.kv_layout(a.kv)?;
+    let tokenizer = Tokenizer::open(&dir.dir)?;
+    let prompt = if a.chat {
+        let text = tokenizer.chat_prompt(&a.prompt)?;
+        tokenizer.encode(&text, false)?
+    } else {
+        tokenizer.encode(&a.prompt, true)?
+    };
+    if prompt.is_empty() {
+        bail!("the prompt tokenizes to no tokens");
+    }
+    generate::check_tokens(&prompt, dir.config.vocab_size)?;
+
+    // The memory plan, before anything is allocated.
+    let catalog = dir.catalog()?;
+    let plan = dir.plan(Some(&catalog), &layout)?;
+    let usable = memory::device_usable()?;
+    let model = MemoryModel {
+        config: &dir.config,
+        plan: &plan,
+        weight_bytes: catalog.total_bytes(),
+        dtype_bytes: model_dir::activation_dtype_bytes(&catalog),
+        prefill_chunk: a.prefill_chunk as u64,
+    };
+    let context = (prompt.len() + a.max_tokens) as u64;
+    let memory_plan = model.plan(context, 1, usable);
+    memory::admit(&memory_plan)?;
+    tracing::info!(
+        "memory plan: {} of {} usable for {context} tokens",
+        figures::bytes(memory_plan.total),
+        figures::bytes(usable)
+    );
+    drop(catalog);
+
+    let stop_tokens = dir.config.eos_token_ids.clone();
+    let loaded = dir.load(layout.clone())?;
+    let lm = model_dir::select(loaded.clone(), &a.implementation)?;
+    let mut caches = loaded.float_caches(1);
+    let opts = GenerateOptions {
+        max_tokens: a.max_tokens,
+        sampler,
+        stop_tokens,
+        prefill_chunk: a.prefill_chunk,
+        kv_layout: layout,
+    };
+
+    let mut stdout = std::io::stdout().lock();
+    let mut detok = Detokenizer::new(&tokenizer);
+    let mut failure: Option<anyhow::Error> = None;
+    let (_, stats) = generate::generate(lm.as_ref(), &mut caches, &prompt, &opts, |id| {
+        let written = detok.push(id).and_then(|text| {
+            stdout.write_all(text.as_bytes())?;
+            Ok(stdout.flush()?)
+        });
+        match written {
+            Ok(()) => Flow::Continue,
+            Err(e) => {
+                failure = Some(e);
+                Flow::Stop
+            }
+        }
+    })?;
+    if let Some(e) = failure {
+        return Err(e);
+    }
+    let rest = detok.finish()?;
+    write!(
+        stdout,
+        "{rest}\n{}\n",
+        figures::line(&stats, a.prefill_chunk)
+    )?;
+    stdout.flush()?;
+    Ok(())
+}
