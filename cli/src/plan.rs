@@ -156,11 +156,17 @@ pub fn main(a: Args) -> Result<()> {
             "model": name,
             "weights_from": weights_from,
             "kv_layout": layout.source,
+            "max_position_embeddings": config.max_position_embeddings,
             "plan": p,
         });
         return crate::emit(&(serde_json::to_string_pretty(&out)? + "\n"));
     }
-    crate::emit(&render(&name, &weights_from, &layout, &p))
+    let mut text = render(&name, &weights_from, &layout, &p);
+    // The memory plan does not know the model's trained context length; show it beside.
+    if let Some(m) = config.max_position_embeddings {
+        outln!(text, "model limit  {m} tokens (max_position_embeddings)");
+    }
+    crate::emit(&text)
 }
 
 fn render(name: &str, weights_from: &str, layout: &KvLayout, p: &MemoryPlan) -> String {

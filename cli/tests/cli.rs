@@ -563,6 +563,7 @@ fn plan_numbers_are_consistent() {
         "1",
     ]);
     assert!(text.contains("does NOT fit"), "{text}");
+    assert!(text.contains("model limit  262144 tokens"), "{text}");
 }
 
 #[test]
