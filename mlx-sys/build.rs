@@ -18,7 +18,7 @@ mod prefix;
 use std::env;
 use std::path::{Path, PathBuf};
 
-use fail::{Fail, or_fail};
+use fail::{or_fail, Fail};
 
 fn main() {
     if let Err(e) = run() {
@@ -73,7 +73,9 @@ fn compile_mlx_c(mlx: &prefix::MlxPrefix, mlx_c_root: &Path, compat: &Path) -> R
         .flag_if_supported("-w")
         .files(&sources);
     for header in ["mlx_sys_half.h", "mlx_sys_format.h"] {
-        build.flag("-include").flag(compat.join(header).to_string_lossy().as_ref());
+        build
+            .flag("-include")
+            .flag(compat.join(header).to_string_lossy().as_ref());
     }
     for define in mlx.defines() {
         build.define(define, None);
@@ -82,14 +84,19 @@ fn compile_mlx_c(mlx: &prefix::MlxPrefix, mlx_c_root: &Path, compat: &Path) -> R
         build.include(include);
     }
     or_fail(build.try_compile("mlxc"), |e| {
-        format!("compiling mlx-c 0.7.0 against MLX in {} failed: {e}", mlx.root().display())
+        format!(
+            "compiling mlx-c 0.7.0 against MLX in {} failed: {e}",
+            mlx.root().display()
+        )
     })
 }
 
 fn generate_bindings(mlx_c_root: &Path, compat: &Path, out_dir: &Path) -> Result<(), Fail> {
     let headers = mlx_c::headers(mlx_c_root)?;
     let mut builder = bindgen::Builder::default()
-        .rust_target(or_fail("1.73.0".parse(), |e| format!("bindgen rust target: {e}"))?)
+        .rust_target(or_fail("1.73.0".parse(), |e| {
+            format!("bindgen rust target: {e}")
+        })?)
         .clang_arg(format!("-I{}", mlx_c_root.display()))
         .clang_arg("-include")
         .clang_arg(compat.join("mlx_sys_half.h").to_string_lossy().into_owned())
@@ -98,7 +105,11 @@ fn generate_bindings(mlx_c_root: &Path, compat: &Path, out_dir: &Path) -> Result
         .blocklist_type("float16_t")
         .blocklist_function("malloc")
         .blocklist_function("realloc")
-        .parse_callbacks(Box::new(bindgen::CargoCallbacks::new()));
+        // The headers are unpacked into OUT_DIR by this script from a checksummed package;
+        // watching them would make every fresh build run twice.
+        .parse_callbacks(Box::new(
+            bindgen::CargoCallbacks::new().rerun_on_header_files(false),
+        ));
     for header in &headers {
         builder = builder.header(header.to_string_lossy());
     }

@@ -9,7 +9,7 @@ use std::process::Command;
 
 use sha2::{Digest, Sha256};
 
-use crate::fail::{Fail, or_fail};
+use crate::fail::{or_fail, Fail};
 
 const PACKAGE: &str = "mlx-sys-0.7.0";
 /// sha256 of `mlx-sys-0.7.0.crate` as published on crates.io.
@@ -34,7 +34,9 @@ pub fn unpack(out_dir: &Path) -> Result<PathBuf, Fail> {
             })?
         }
     };
-    let bytes = or_fail(fs::read(&package), |e| format!("reading {}: {e}", package.display()))?;
+    let bytes = or_fail(fs::read(&package), |e| {
+        format!("reading {}: {e}", package.display())
+    })?;
     let digest = hex(&Sha256::digest(&bytes));
     if digest != PACKAGE_SHA256 {
         return Err(Fail(format!(
@@ -47,14 +49,18 @@ pub fn unpack(out_dir: &Path) -> Result<PathBuf, Fail> {
     let _ = fs::remove_dir_all(&staging);
     extract_mlx_c(&bytes, &staging)?;
     let _ = fs::remove_dir_all(&root);
-    or_fail(fs::rename(&staging, &root), |e| format!("moving mlx-c into {}: {e}", root.display()))?;
+    or_fail(fs::rename(&staging, &root), |e| {
+        format!("moving mlx-c into {}: {e}", root.display())
+    })?;
     Ok(root)
 }
 
 /// The translation units upstream's CMakeLists.txt compiles (commented entries skipped).
 pub fn sources(root: &Path) -> Result<Vec<PathBuf>, Fail> {
     let cmake = root.join("CMakeLists.txt");
-    let text = or_fail(fs::read_to_string(&cmake), |e| format!("reading {}: {e}", cmake.display()))?;
+    let text = or_fail(fs::read_to_string(&cmake), |e| {
+        format!("reading {}: {e}", cmake.display())
+    })?;
     let sources: Vec<PathBuf> = text
         .lines()
         .map(str::trim)
@@ -63,7 +69,10 @@ pub fn sources(root: &Path) -> Result<Vec<PathBuf>, Fail> {
         .map(|l| root.join(l))
         .collect();
     if sources.is_empty() {
-        return Err(Fail(format!("no mlx-c sources listed in {}", cmake.display())));
+        return Err(Fail(format!(
+            "no mlx-c sources listed in {}",
+            cmake.display()
+        )));
     }
     Ok(sources)
 }
@@ -71,27 +80,36 @@ pub fn sources(root: &Path) -> Result<Vec<PathBuf>, Fail> {
 /// The public headers, `mlx/c/*.h`, sorted.
 pub fn headers(root: &Path) -> Result<Vec<PathBuf>, Fail> {
     let dir = root.join("mlx/c");
-    let mut headers: Vec<PathBuf> =
-        or_fail(fs::read_dir(&dir), |e| format!("reading {}: {e}", dir.display()))?
-            .filter_map(|entry| entry.ok().map(|e| e.path()))
-            .filter(|p| p.extension().is_some_and(|x| x == "h"))
-            .collect();
+    let mut headers: Vec<PathBuf> = or_fail(fs::read_dir(&dir), |e| {
+        format!("reading {}: {e}", dir.display())
+    })?
+    .filter_map(|entry| entry.ok().map(|e| e.path()))
+    .filter(|p| p.extension().is_some_and(|x| x == "h"))
+    .collect();
     headers.sort();
     Ok(headers)
 }
 
 fn cargo_home() -> PathBuf {
-    env::var_os("CARGO_HOME").map(PathBuf::from).unwrap_or_else(|| {
-        let home = env::var_os("HOME").or_else(|| env::var_os("USERPROFILE")).unwrap_or_default();
-        PathBuf::from(home).join(".cargo")
-    })
+    env::var_os("CARGO_HOME")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| {
+            let home = env::var_os("HOME")
+                .or_else(|| env::var_os("USERPROFILE"))
+                .unwrap_or_default();
+            PathBuf::from(home).join(".cargo")
+        })
 }
 
 fn find_in_cargo_cache() -> Option<PathBuf> {
     let cache = cargo_home().join("registry/cache");
     fs::read_dir(cache)
         .ok()?
-        .filter_map(|entry| entry.ok().map(|e| e.path().join(format!("{PACKAGE}.crate"))))
+        .filter_map(|entry| {
+            entry
+                .ok()
+                .map(|e| e.path().join(format!("{PACKAGE}.crate")))
+        })
         .find(|p| p.is_file())
 }
 
@@ -124,21 +142,29 @@ fn fetch_with_cargo(out_dir: &Path) -> Result<(), Fail> {
 fn extract_mlx_c(package: &[u8], dest: &Path) -> Result<(), Fail> {
     let prefix = format!("{PACKAGE}/src/mlx-c/");
     let mut archive = tar::Archive::new(flate2::read::GzDecoder::new(package));
-    let entries = or_fail(archive.entries(), |e| format!("reading {PACKAGE}.crate: {e}"))?;
+    let entries = or_fail(archive.entries(), |e| {
+        format!("reading {PACKAGE}.crate: {e}")
+    })?;
     let mut count = 0usize;
     for entry in entries {
         let mut entry = or_fail(entry, |e| format!("reading {PACKAGE}.crate: {e}"))?;
         let path = or_fail(entry.path(), |e| format!("reading {PACKAGE}.crate: {e}"))?;
-        let Some(rel) = path.to_str().and_then(|p| p.strip_prefix(&prefix)).map(PathBuf::from)
+        let Some(rel) = path
+            .to_str()
+            .and_then(|p| p.strip_prefix(&prefix))
+            .map(PathBuf::from)
         else {
             continue;
         };
-        if !entry.header().entry_type().is_file() || rel.components().any(|c| c.as_os_str() == "..") {
+        if !entry.header().entry_type().is_file() || rel.components().any(|c| c.as_os_str() == "..")
+        {
             continue;
         }
         let target = dest.join(&rel);
         let mut data = Vec::new();
-        or_fail(entry.read_to_end(&mut data), |e| format!("reading {}: {e}", rel.display()))?;
+        or_fail(entry.read_to_end(&mut data), |e| {
+            format!("reading {}: {e}", rel.display())
+        })?;
         let write = fs::create_dir_all(target.parent().expect("file has a parent"))
             .and_then(|_| fs::write(&target, data));
         or_fail(write, |e| format!("writing {}: {e}", target.display()))?;

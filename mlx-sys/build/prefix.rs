@@ -6,7 +6,7 @@ use std::fs;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
-use crate::fail::{Fail, or_fail};
+use crate::fail::{or_fail, Fail};
 
 /// mlx-c 0.7.0 compiles against exactly this MLX (0.32.4 changed `gather_qmm`).
 pub const MLX_VERSION: &str = "0.32.2";
@@ -57,7 +57,11 @@ impl MlxPrefix {
 
     /// Checks the layout and the version, naming what was expected.
     fn validate(root: PathBuf, origin: &str) -> Result<Self, Fail> {
-        let lib_name = if cfg!(target_vendor = "apple") { "libmlx.dylib" } else { "libmlx.so" };
+        let lib_name = if cfg!(target_vendor = "apple") {
+            "libmlx.dylib"
+        } else {
+            "libmlx.so"
+        };
         let expected = [
             root.join("include/mlx/mlx.h"),
             root.join("include/mlx/version.h"),
@@ -123,7 +127,10 @@ pub fn locate(out_dir: &Path) -> Result<MlxPrefix, Fail> {
     if !unpacked.join("mlx").is_dir() {
         download_wheel(package, &unpacked)?;
     }
-    MlxPrefix::validate(unpacked.join("mlx"), &format!("the {package} {MLX_VERSION} wheel"))
+    MlxPrefix::validate(
+        unpacked.join("mlx"),
+        &format!("the {package} {MLX_VERSION} wheel"),
+    )
 }
 
 /// The PyPI package whose wheel carries `libmlx` for this target.
@@ -161,13 +168,22 @@ fn python() -> String {
 /// lands there (it is renamed into place at the end).
 fn download_wheel(package: &str, dest: &Path) -> Result<(), Fail> {
     let parent = dest.parent().expect("cache folder has a parent");
-    or_fail(fs::create_dir_all(parent), |e| format!("creating {}: {e}", parent.display()))?;
+    or_fail(fs::create_dir_all(parent), |e| {
+        format!("creating {}: {e}", parent.display())
+    })?;
     let work = parent.join(format!(".download-{}", std::process::id()));
     let _ = fs::remove_dir_all(&work);
     let python = python();
     let requirement = format!("{package}=={MLX_VERSION}");
     let status = Command::new(&python)
-        .args(["-m", "pip", "download", "--quiet", "--disable-pip-version-check", "--no-deps"])
+        .args([
+            "-m",
+            "pip",
+            "download",
+            "--quiet",
+            "--disable-pip-version-check",
+            "--no-deps",
+        ])
         .args(["--only-binary=:all:", "--dest"])
         .arg(&work)
         .arg(&requirement)
@@ -188,10 +204,17 @@ fn download_wheel(package: &str, dest: &Path) -> Result<(), Fail> {
             )));
         }
     }
-    let wheel = or_fail(fs::read_dir(&work), |e| format!("reading {}: {e}", work.display()))?
-        .filter_map(|entry| entry.ok().map(|e| e.path()))
-        .find(|p| p.extension().is_some_and(|x| x == "whl"))
-        .ok_or_else(|| Fail(format!("pip downloaded no wheel for {requirement} into {}", work.display())))?;
+    let wheel = or_fail(fs::read_dir(&work), |e| {
+        format!("reading {}: {e}", work.display())
+    })?
+    .filter_map(|entry| entry.ok().map(|e| e.path()))
+    .find(|p| p.extension().is_some_and(|x| x == "whl"))
+    .ok_or_else(|| {
+        Fail(format!(
+            "pip downloaded no wheel for {requirement} into {}",
+            work.display()
+        ))
+    })?;
     let staging = work.join("unpacked");
     let unzip = Command::new(&python)
         .args(["-m", "zipfile", "-e"])
@@ -199,11 +222,17 @@ fn download_wheel(package: &str, dest: &Path) -> Result<(), Fail> {
         .arg(&staging)
         .status();
     if !matches!(unzip, Ok(s) if s.success()) {
-        return Err(Fail(format!("unpacking {} with `{python} -m zipfile` failed", wheel.display())));
+        return Err(Fail(format!(
+            "unpacking {} with `{python} -m zipfile` failed",
+            wheel.display()
+        )));
     }
     // Another build may have finished the same download meanwhile: keep whichever landed.
     if fs::rename(&staging, dest).is_err() && !dest.join("mlx").is_dir() {
-        return Err(Fail(format!("moving the unpacked wheel into {} failed", dest.display())));
+        return Err(Fail(format!(
+            "moving the unpacked wheel into {} failed",
+            dest.display()
+        )));
     }
     let _ = fs::remove_dir_all(&work);
     Ok(())

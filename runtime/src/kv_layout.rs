@@ -57,6 +57,23 @@ impl KvLayout {
         }
     }
 
+    /// The same layout with cache `cache` at `quant` (added or replaced).
+    pub fn with_entry(mut self, cache: usize, quant: QuantSpec) -> Self {
+        let position = self
+            .entries
+            .get(&cache)
+            .map_or(self.entries.len(), |e| e.position);
+        self.entries.insert(
+            cache,
+            KvEntry {
+                position,
+                cache,
+                quant,
+            },
+        );
+        self
+    }
+
     /// Reads a kv_config.json.
     pub fn from_file(path: &Path) -> Result<Self> {
         let text = std::fs::read_to_string(path).map_err(|e| Error::io(path, e))?;

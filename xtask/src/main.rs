@@ -1,6 +1,7 @@
 //! `cargo xtask`: developer tasks of mlx-aot.
 
 mod generate;
+mod parity;
 
 use std::process::ExitCode;
 
@@ -22,12 +23,16 @@ struct Cli {
 enum Command {
     /// Generate the specialized forward pass of a model (or check it is up to date).
     Generate(generate::Args),
+    /// The parity gate: every generated model == the monolith, byte for byte (twins, or
+    /// `--full` real shapes).
+    Parity(parity::Args),
 }
 
 fn main() -> ExitCode {
     let cli = Cli::parse();
     let result = match cli.command {
         Command::Generate(args) => generate::run(&args),
+        Command::Parity(args) => parity::run(&args),
     };
     match result {
         Ok(code) => code,

@@ -1,0 +1,470 @@
+//! The parity gate: for a registered generated model, the generated forward and the
+//! monolith run the same steps on identical caches, and their logits must be equal byte
+//! for byte at every step; the fast-path counter must show the generated code ran
+//! exactly when its guard should let it.
+//!
+//! Per model, weights and seed: (1) a prefill on float caches (models generated for
+//! quantized caches fall back, models generated for float caches take the fast path);
+//! (2) caches converted per the kv layout, a prefill chunk longer than the sliding
+//! window, then single-token decode steps across the ring wrap; (3) one cache of another
+//! signature: the guard refuses, the monolith runs, the bits are the same; (4) batch 2
+//! with different prompts.
+
+use std::fmt;
+use std::path::{Path, PathBuf};
+use std::rc::Rc;
+use std::time::{Duration, Instant};
+
+use runtime::cache::AnyCache;
+use runtime::config::Gemma4Config;
+use runtime::fingerprint::Fingerprint;
+use runtime::kv_layout::KvLayout;
+use runtime::kv_policy;
+use runtime::mlx_rs::{Array, Dtype};
+use runtime::model::LanguageModel;
+use runtime::model::gemma4::Gemma4;
+use runtime::model::gemma4::monolith::Gemma4Monolith;
+use runtime::quantization::QuantSpec;
+use runtime::registry::Implementation;
+use runtime::synth::{self, SynthOptions};
+
+/// Weights a gate run uses.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Weights {
+    /// Float weights (bf16; float32 for MoE models, whose CPU `gather_mm` needs it).
+    Float,
+    /// Affine 4-bit group 64 (the MoE router at 8 bits).
+    Q4,
+}
+
+impl fmt::Display for Weights {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(match self {
+            Weights::Float => "float",
+            Weights::Q4 => "4-bit",
+        })
+    }
+}
+
+/// What to run.
+#[derive(Debug, Clone)]
+pub struct GateOptions {
+    /// Real published shapes (random weights) instead of the shrunk twin.
+    pub full: bool,
+    /// Weight kinds, each with the seed of its weights and tokens.
+    pub cases: Vec<(Weights, u64)>,
+    /// Lengths of the first (float) prefill.
+    pub prompt_lens: Vec<usize>,
+    /// Single-token decode steps after the second prefill; `None` = 2 × window + 2.
+    pub decode_steps: Option<usize>,
+    /// Length of the second prefill; `None` = window + 3 (it crosses the window).
+    pub second_prefill: Option<usize>,
+    /// Whether to run the batch-2 phase.
+    pub batch2: bool,
+}
+
+impl GateOptions {
+    /// The gate CI runs on every registered model's twin.
+    pub fn twins() -> Self {
+        GateOptions {
+            full: false,
+            cases: vec![(Weights::Float, 1), (Weights::Q4, 2)],
+            prompt_lens: vec![5, 21],
+            decode_steps: None,
+            second_prefill: None,
+            batch2: true,
+        }
+    }
+}
+
+/// What one model's gate compared.
+#[derive(Debug, Clone, Default)]
+pub struct ModelReport {
+    /// Implementation id.
+    pub id: String,
+    /// Its fingerprint.
+    pub fingerprint: String,
+    /// Forward steps whose logits were compared.
+    pub steps: u64,
+    /// Logit bytes compared.
+    pub bytes: u64,
+    /// Steps the generated model ran on its fast path.
+    pub fast_path: u64,
+    /// Steps where its guard sent the call to the monolith.
+    pub fallbacks: u64,
+    /// Wall time.
+    pub elapsed: Duration,
+}
+
+/// The gate's summary over models.
+#[derive(Debug, Clone, Default)]
+pub struct Report {
+    /// One row per model.
+    pub models: Vec<ModelReport>,
+}
+
+impl fmt::Display for Report {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        writeln!(
+            f,
+            "parity gate: generated == monolith, logits compared byte for byte at every step"
+        )?;
+        writeln!(
+            f,
+            "{:<24} {:<16} {:>7} {:>13} {:>9} {:>9} {:>8}",
+            "model", "fingerprint", "steps", "bytes", "fast", "fallback", "time"
+        )?;
+        let mut total = ModelReport::default();
+        for m in &self.models {
+            writeln!(
+                f,
+                "{:<24} {:<16} {:>7} {:>13} {:>9} {:>9} {:>7.1}s",
+                m.id,
+                m.fingerprint,
+                m.steps,
+                m.bytes,
+                m.fast_path,
+                m.fallbacks,
+                m.elapsed.as_secs_f64()
+            )?;
+            total.steps += m.steps;
+            total.bytes += m.bytes;
+            total.fast_path += m.fast_path;
+            total.fallbacks += m.fallbacks;
+            total.elapsed += m.elapsed;
+        }
+        write!(
+            f,
+            "{:<24} {:<16} {:>7} {:>13} {:>9} {:>9} {:>7.1}s",
+            format!("{} models", self.models.len()),
+            "",
+            total.steps,
+            total.bytes,
+            total.fast_path,
+            total.fallbacks,
+            total.elapsed.as_secs_f64()
+        )
+    }
+}
+
+/// The workspace root (parity-tests' parent).
+pub fn workspace_root() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .parent()
+        .expect("workspace root")
+        .to_owned()
+}
+
+/// The preset config and kv layout an implementation was generated from.
+pub fn preset_of(imp: &Implementation) -> Result<(Gemma4Config, KvLayout), String> {
+    let dir = workspace_root().join(imp.source);
+    let config = Gemma4Config::from_file(&dir.join("config.json")).map_err(|e| e.to_string())?;
+    let kv = dir.join("kv_config.json");
+    let layout = if kv.exists() {
+        KvLayout::from_file(&kv).map_err(|e| e.to_string())?
+    } else {
+        KvLayout::float()
+    };
+    Ok((config, layout))
+}
+
+/// Deterministic tokens in `0..vocab`.
+pub fn tokens(seed: u64, n: usize, vocab: usize) -> Vec<u32> {
+    let mut x = seed.wrapping_mul(0x9e37_79b9_7f4a_7c15) | 1;
+    (0..n)
+        .map(|_| {
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            (x % vocab as u64) as u32
+        })
+        .collect()
+}
+
+/// The generated model and the monolith over one loaded model.
+struct Pair {
+    model: Rc<Gemma4>,
+    generated: Box<dyn LanguageModel>,
+    monolith: Gemma4Monolith,
+}
+
+/// One gate run's state: counts and where we are, for failure messages.
+struct Run<'a> {
+    pair: &'a Pair,
+    report: &'a mut ModelReport,
+    context: String,
+}
+
+impl Run<'_> {
+    /// Runs one forward on both, compares bytes, checks the fast-path counter moved by
+    /// `fast` (0 or 1).
+    fn step(
+        &mut self,
+        what: &str,
+        tokens: &Array,
+        a: &mut [AnyCache],
+        b: &mut [AnyCache],
+        fast: bool,
+    ) -> Result<(), String> {
+        let before = self.pair.generated.fast_path_calls();
+        let ours = self
+            .pair
+            .generated
+            .forward(tokens, b)
+            .map_err(|e| format!("{}: {what}: generated: {e}", self.context))?;
+        let reference = self
+            .pair
+            .monolith
+            .forward(tokens, a)
+            .map_err(|e| format!("{}: {what}: monolith: {e}", self.context))?;
+        let moved = self.pair.generated.fast_path_calls() - before;
+        if moved != u64::from(fast) {
+            return Err(format!(
+                "{}: {what}: the fast path ran {moved} times, expected {} (guard {})",
+                self.context,
+                u64::from(fast),
+                if fast { "should pass" } else { "should refuse" }
+            ));
+        }
+        let (x, y) = (f32_bytes(&ours)?, f32_bytes(&reference)?);
+        if let Some(i) = x
+            .iter()
+            .zip(&y)
+            .position(|(p, q)| p.to_bits() != q.to_bits())
+        {
+            let vocab = ours.dim(-1) as usize;
+            let max = x
+                .iter()
+                .zip(&y)
+                .map(|(p, q)| (p - q).abs())
+                .fold(0f32, f32::max);
+            return Err(format!(
+                "{}: {what}: logits differ at row {} token {}: generated {} vs monolith {} (max |diff| {max})",
+                self.context,
+                i / vocab,
+                i % vocab,
+                x[i],
+                y[i]
+            ));
+        }
+        if x.len() != y.len() {
+            return Err(format!("{}: {what}: logits shapes differ", self.context));
+        }
+        self.report.steps += 1;
+        self.report.bytes += 4 * x.len() as u64;
+        if fast {
+            self.report.fast_path += 1
+        } else {
+            self.report.fallbacks += 1
+        }
+        Ok(())
+    }
+}
+
+fn f32_bytes(logits: &Array) -> Result<Vec<f32>, String> {
+    let l = logits
+        .as_dtype(Dtype::Float32)
+        .and_then(|l| l.flatten(None, None))
+        .map_err(|e| e.to_string())?;
+    l.eval().map_err(|e| e.to_string())?;
+    Ok(l.as_slice::<f32>().to_vec())
+}
+
+fn batch(rows: &[Vec<u32>], from: usize, to: usize) -> Array {
+    let ids: Vec<i32> = rows
+        .iter()
+        .flat_map(|r| r[from..to].iter().map(|&t| t as i32))
+        .collect();
+    Array::from_slice(&ids, &[rows.len() as i32, (to - from) as i32])
+}
+
+fn cloned(caches: &[AnyCache]) -> Vec<AnyCache> {
+    caches.to_vec()
+}
+
+/// Builds the pair for `imp` with `weights` and `seed` (twin unless `full`).
+fn pair(
+    imp: &Implementation,
+    config: &Gemma4Config,
+    layout: &KvLayout,
+    weights: Weights,
+    seed: u64,
+) -> Result<Pair, String> {
+    let dtype = if weights == Weights::Float && config.moe.is_some() {
+        Dtype::Float32
+    } else {
+        Dtype::Bfloat16
+    };
+    let quant = (weights == Weights::Q4).then_some(QuantSpec {
+        bits: 4,
+        group_size: 64,
+    });
+    let (tensors, qmap) = synth::random_tensors_as(config, SynthOptions { seed, quant }, dtype)
+        .map_err(|e| e.to_string())?;
+    let mut config = config.clone();
+    config.quantization = qmap;
+    let model =
+        Rc::new(Gemma4::from_tensors(config, layout.clone(), tensors).map_err(|e| e.to_string())?);
+    let fingerprint = Fingerprint::of(&model.plan).short();
+    if fingerprint != imp.fingerprint {
+        return Err(format!(
+            "{}: the {} model's plan has fingerprint {fingerprint}, the implementation {}: the \
+             checked-in module is stale; run `cargo xtask generate --all`",
+            imp.id,
+            if weights == Weights::Float {
+                "float"
+            } else {
+                "4-bit"
+            },
+            imp.fingerprint
+        ));
+    }
+    Ok(Pair {
+        generated: (imp.construct)(model.clone()),
+        monolith: Gemma4Monolith::new(model.clone()),
+        model,
+    })
+}
+
+/// Float `caches` after the kv policy, but with one cache of another
+/// signature: an 8-bit cache where 4-bit is expected (or 4 where 8), or a quantized one
+/// where the layout keeps float.
+fn altered(caches: &[AnyCache], layout: &KvLayout) -> Result<Vec<AnyCache>, String> {
+    let (index, spec) = match layout.entries().next() {
+        Some(e) => (
+            e.cache,
+            QuantSpec {
+                bits: if e.quant.bits == 8 { 4 } else { 8 },
+                ..e.quant
+            },
+        ),
+        None => (
+            0,
+            QuantSpec {
+                bits: 4,
+                group_size: 64,
+            },
+        ),
+    };
+    let mut out = cloned(caches);
+    kv_policy::apply(&mut out, &layout.clone().with_entry(index, spec))
+        .map_err(|e| e.to_string())?;
+    Ok(out)
+}
+
+/// Runs the gate for one implementation.
+pub fn run(imp: &Implementation, opts: &GateOptions) -> Result<ModelReport, String> {
+    let start = Instant::now();
+    let (preset, layout) = preset_of(imp)?;
+    let config = if opts.full {
+        preset
+    } else {
+        synth::twin(&preset)
+    };
+    let window = config.sliding_window;
+    let vocab = config.vocab_size;
+    let decode_steps = opts.decode_steps.unwrap_or(2 * window + 2);
+    let second = opts.second_prefill.unwrap_or(window + 3);
+    let mut report = ModelReport {
+        id: imp.id.to_owned(),
+        fingerprint: imp.fingerprint.to_owned(),
+        ..Default::default()
+    };
+    for &(weights, seed) in &opts.cases {
+        let pair = pair(imp, &config, &layout, weights, seed)?;
+        let float_fast = pair.model.plan.cache_signatures()
+            == pair.model.plan.with_float_caches().cache_signatures();
+        for &prompt in &opts.prompt_lens {
+            let rows = vec![tokens(
+                seed * 1000 + prompt as u64,
+                prompt + second + decode_steps,
+                vocab,
+            )];
+            let mut run = Run {
+                pair: &pair,
+                report: &mut report,
+                context: format!("{} {weights} seed {seed} prompt {prompt}", imp.id),
+            };
+            let mut a = pair.model.float_caches(1);
+            let mut b = cloned(&a);
+            // (1) The first prefill runs on float caches.
+            run.step(
+                "float prefill",
+                &batch(&rows, 0, prompt),
+                &mut a,
+                &mut b,
+                float_fast,
+            )?;
+            let alter = altered(&a, &layout)?;
+            // (2) Converted caches, a prefill across the window, decode across the wrap.
+            for c in [&mut a, &mut b] {
+                kv_policy::apply(c, &layout).map_err(|e| e.to_string())?;
+            }
+            let end = prompt + second;
+            run.step(
+                "prefill across the window",
+                &batch(&rows, prompt, end),
+                &mut a,
+                &mut b,
+                true,
+            )?;
+            for t in end..end + decode_steps {
+                for c in [&mut a, &mut b] {
+                    kv_policy::apply(c, &layout).map_err(|e| e.to_string())?;
+                }
+                run.step(
+                    &format!("decode step {}", t - end),
+                    &batch(&rows, t, t + 1),
+                    &mut a,
+                    &mut b,
+                    true,
+                )?;
+            }
+            // (3) A cache of another signature: the guard refuses, the bits agree.
+            let (mut a2, mut b2) = (cloned(&alter), alter);
+            run.step(
+                "altered cache signature",
+                &batch(&rows, end, end + 1),
+                &mut a2,
+                &mut b2,
+                false,
+            )?;
+        }
+        if opts.batch2 {
+            // (4) Two rows with different prompts.
+            let n = opts.prompt_lens.iter().copied().max().unwrap_or(8);
+            let rows = vec![
+                tokens(seed * 7 + 1, n + 6, vocab),
+                tokens(seed * 7 + 2, n + 6, vocab),
+            ];
+            let mut run = Run {
+                pair: &pair,
+                report: &mut report,
+                context: format!("{} {weights} seed {seed} batch 2", imp.id),
+            };
+            let mut a = pair.model.float_caches(2);
+            let mut b = cloned(&a);
+            run.step(
+                "float prefill",
+                &batch(&rows, 0, n),
+                &mut a,
+                &mut b,
+                float_fast,
+            )?;
+            for t in n..n + 6 {
+                for c in [&mut a, &mut b] {
+                    kv_policy::apply(c, &layout).map_err(|e| e.to_string())?;
+                }
+                run.step(
+                    &format!("decode step {}", t - n),
+                    &batch(&rows, t, t + 1),
+                    &mut a,
+                    &mut b,
+                    true,
+                )?;
+            }
+        }
+    }
+    report.elapsed = start.elapsed();
+    Ok(report)
+}

@@ -1,0 +1,31 @@
+//! The parity gate in CI: every registered generated model (so a newly generated one is
+//! covered without editing this file) against the monolith on its shrunk twin.
+
+use parity_tests::gate::{self, GateOptions, Report};
+
+#[test]
+fn every_generated_model_matches_the_monolith_bit_for_bit() {
+    let opts = GateOptions::twins();
+    let mut report = Report::default();
+    let mut failures = Vec::new();
+    for imp in generated::implementations() {
+        match gate::run(&imp, &opts) {
+            Ok(m) => report.models.push(m),
+            Err(e) => failures.push(e),
+        }
+    }
+    eprintln!("{report}");
+    assert!(
+        failures.is_empty(),
+        "parity gate failed:\n{}",
+        failures.join("\n")
+    );
+    assert_eq!(report.models.len(), generated::implementations().len());
+    for m in &report.models {
+        assert!(
+            m.fast_path > 0 && m.fallbacks > 0,
+            "{}: both paths must run",
+            m.id
+        );
+    }
+}
