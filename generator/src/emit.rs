@@ -168,9 +168,6 @@ fn imports(plan: &ModelPlan, variants: &[Variant]) -> TokenStream {
     if shares {
         block_items.push(quote!(SharedKv));
     }
-    if variants.iter().any(|v| v.per_layer_input) {
-        block_items.push(quote!(StepInputs));
-    }
     let blocks = if block_items.len() == 1 {
         quote!(
             use runtime::model::gemma4::blocks;
@@ -179,7 +176,7 @@ fn imports(plan: &ModelPlan, variants: &[Variant]) -> TokenStream {
         quote!(use runtime::model::gemma4::blocks::{#(#block_items),*};)
     };
 
-    let mut nn = vec![quote!(AttnMask)];
+    let mut nn = vec![];
     if variants.iter().any(|v| v.quant().is_none()) {
         nn.push(quote!(sdpa));
     }
@@ -193,7 +190,7 @@ fn imports(plan: &ModelPlan, variants: &[Variant]) -> TokenStream {
     });
 
     quote! {
-        use std::cell::Cell;
+        use std::cell::{Cell, RefCell};
         use std::rc::Rc;
 
         use runtime::cache::{#(#cache),*};
@@ -203,6 +200,8 @@ fn imports(plan: &ModelPlan, variants: &[Variant]) -> TokenStream {
         use runtime::mlx_rs::Array;
         use runtime::model::LanguageModel;
         #blocks
+        use runtime::config::LayerType;
+        use runtime::model::gemma4::step::{self, DecodeSegments, LayerStages, Stage, Step};
         use runtime::model::gemma4::{Gemma4, monolith};
         use runtime::nn::{#(#nn),*};
         use runtime::plan::{Family, ModelPlan};
@@ -236,6 +235,7 @@ fn model_type(spec: ModuleSpec<'_>, family: Family) -> TokenStream {
             model: Rc<Gemma4>,
             plan_matches: bool,
             fast_path_calls: Cell<u64>,
+            segments: RefCell<Option<DecodeSegments>>,
         }
 
         impl #ty {
@@ -246,6 +246,7 @@ fn model_type(spec: ModuleSpec<'_>, family: Family) -> TokenStream {
                     model,
                     plan_matches,
                     fast_path_calls: Cell::new(0),
+                    segments: RefCell::new(None),
                 }
             }
         }
@@ -256,7 +257,12 @@ fn model_type(spec: ModuleSpec<'_>, family: Family) -> TokenStream {
                     return monolith::forward(&self.model, tokens, caches);
                 }
                 self.fast_path_calls.set(self.fast_path_calls.get() + 1);
-                forward_layers(&self.model, tokens, caches)
+                if tokens.ndim() == 2 && tokens.dim(1) == 1 && step::compiles(&self.model) {
+                    let mut segments = self.segments.borrow_mut();
+                    let segments = segments.get_or_insert_with(|| DecodeSegments::new(&self.model, &STAGES));
+                    return forward_layers(&self.model, tokens, caches, Some(segments));
+                }
+                forward_layers(&self.model, tokens, caches, None)
             }
 
             fn plan(&self) -> &ModelPlan {

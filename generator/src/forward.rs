@@ -3,12 +3,11 @@
 
 use proc_macro2::{Literal, TokenStream};
 use quote::{format_ident, quote};
-use runtime::config::LayerType;
 use runtime::plan::{KvRole, ModelPlan};
 
 use crate::doc;
 use crate::error::{Error, Result};
-use crate::layer::any_cache_variant;
+use crate::layer::{any_cache_variant, stage_names};
 use crate::variant::Variant;
 
 /// Checks what the straight-line pass relies on: caches numbered in donor order, and
@@ -53,7 +52,7 @@ pub fn check(plan: &ModelPlan) -> Result<()> {
     Ok(())
 }
 
-/// `pub fn forward_layers(m, tokens, caches)`.
+/// `pub fn forward_layers(m, tokens, caches, segments)` and the `STAGES` table.
 pub fn function(model_name: &str, plan: &ModelPlan, variants: &[Variant]) -> TokenStream {
     let patterns = plan.layers.iter().filter(|l| l.kv.is_donor()).map(|l| {
         let kind = any_cache_variant(l.cache);
@@ -69,11 +68,6 @@ pub fn function(model_name: &str, plan: &ModelPlan, variants: &[Variant]) -> Tok
         .map(|(i, (layer, v))| {
             let f = format_ident!("{}", v.name());
             let index = Literal::usize_unsuffixed(i);
-            let h = if i == 0 {
-                quote!(&inputs.h)
-            } else {
-                quote!(&h)
-            };
             let kv = match layer.kv {
                 KvRole::Donor { cache, .. } => {
                     let c = format_ident!("c{cache}");
@@ -84,45 +78,48 @@ pub fn function(model_name: &str, plan: &ModelPlan, variants: &[Variant]) -> Tok
                     quote!(&#s)
                 }
             };
-            let mask = match layer.attention {
-                LayerType::Sliding => quote!(sliding),
-                LayerType::Full => quote!(full),
-            };
-            let inputs = v.per_layer_input.then(|| quote!(, &inputs));
             let binding = if v.is_exported() {
                 let s = format_ident!("shared{i}");
                 quote!((h, #s))
             } else {
                 quote!(h)
             };
-            quote!(let #binding = #f(m, #index, #h, #kv, #mask #inputs)?;)
+            quote!(let #binding = #f(&mut s, #index, &h, #kv)?;)
         });
-    let h = if plan.layers.is_empty() {
-        quote!(&inputs.h)
-    } else {
-        quote!(&h)
-    };
-    let uses = |t: LayerType| plan.layers.iter().any(|l| l.attention == t);
-    let sliding = uses(LayerType::Sliding).then(|| quote!(let sliding = &masks.sliding;));
-    let full = uses(LayerType::Full).then(|| quote!(let full = &masks.full;));
+    let stages = variants.iter().map(|v| {
+        let (pre, post) = stage_names(v);
+        quote!(LayerStages { pre: #pre, post: #post })
+    });
+    let n = Literal::usize_unsuffixed(plan.layers.len());
     let docs = doc::lines(&format!(
         "The {} layers of {model_name}, unrolled: one call per layer, every cache kind and \
-         quantization resolved. The caches must be exactly [`CACHE_SIGNATURES`] (the model's \
-         guard checks before calling; here a mismatch is an error).",
+         quantization resolved. With `segments` (single-token steps) every stage runs \
+         compiled. The caches must be exactly [`CACHE_SIGNATURES`] (the model's guard checks \
+         before calling; here a mismatch is an error).",
+        plan.layers.len()
+    ));
+    let stages_doc = doc::lines(&format!(
+        "The stages of each of the {} layers, compiled for single-token steps.",
         plan.layers.len()
     ));
     quote! {
+        #stages_doc
+        const STAGES: [LayerStages; #n] = [#(#stages),*];
+
         #docs
-        pub fn forward_layers(m: &Gemma4, tokens: &Array, caches: &mut [AnyCache]) -> Result<Array> {
-            let inputs = blocks::embed(m, tokens)?;
-            let masks = blocks::masks(m, caches, inputs.len)?;
-            #sliding
-            #full
+        pub fn forward_layers(
+            m: &Gemma4,
+            tokens: &Array,
+            caches: &mut [AnyCache],
+            segments: Option<&mut DecodeSegments>,
+        ) -> Result<Array> {
+            let mut s = Step::new(m, tokens, caches, segments)?;
             let [#(#patterns),*] = caches else {
                 return Err(cache_mismatch(caches));
             };
+            let h = s.h.clone();
             #(#calls)*
-            blocks::head(m, #h)
+            s.finish(&h)
         }
     }
 }

@@ -73,17 +73,127 @@ pub fn cache_type(s: CacheSignature) -> proc_macro2::Ident {
     )
 }
 
-/// The function of variant `v`, used by `layers`.
+/// The names of variant `v`'s stage functions: before the cache update, after attention.
+pub fn stage_names(v: &Variant) -> (proc_macro2::Ident, proc_macro2::Ident) {
+    (
+        format_ident!("{}_pre", v.name()),
+        format_ident!("{}_post", v.name()),
+    )
+}
+
+/// The functions of variant `v`, used by `layers`: its two stages (the parts compiled for
+/// single-token steps) and the layer function that runs them around the cache update
+/// and attention.
 pub fn function(v: &Variant, layers: &[usize]) -> TokenStream {
     let name = format_ident!("{}", v.name());
+    let (pre, post) = stage_names(v);
     let noun = if layers.len() == 1 { "Layer" } else { "Layers" };
-    let docs = doc::lines(&format!("{noun} {}. {}", ranges(layers), v.describe()));
+    let which = ranges(layers);
+    let docs = doc::lines(&format!("{noun} {which}. {}", v.describe()));
 
-    let (head_dim, rope) = match v.attention {
-        LayerType::Sliding => (quote!(m.config.head_dim), quote!(&m.rope_sliding)),
-        LayerType::Full => (quote!(m.config.global_head_dim), quote!(&m.rope_full)),
+    let (head_dim, rope, mask) = match v.attention {
+        LayerType::Sliding => (
+            quote!(m.config.head_dim),
+            quote!(&m.rope_sliding),
+            quote!(LayerType::Sliding),
+        ),
+        LayerType::Full => (
+            quote!(m.config.global_head_dim),
+            quote!(&m.rope_full),
+            quote!(LayerType::Full),
+        ),
     };
-    let mut params = vec![quote!(m: &Gemma4), quote!(i: usize), quote!(h: &Array)];
+    let pre_name = pre.to_string();
+    let post_name = post.to_string();
+
+    // Before RoPE and the cache update: norms and projections.
+    let pre_fn = match v.role {
+        Role::Donor { .. } => {
+            let k_eq_v = v.k_eq_v;
+            let pre_doc = doc::lines(&format!(
+                "Before RoPE and the cache update of {} {which}: `[h] -> [q, k, v]`.",
+                noun.to_lowercase()
+            ));
+            quote! {
+                #pre_doc
+                fn #pre(m: &Gemma4, i: usize, a: &[Array]) -> Result<Vec<Array>> {
+                    let [h] = step::args(#pre_name, i, a)?;
+                    let w = &m.weights.layers[i];
+                    let head_dim = #head_dim as i32;
+                    let x = blocks::input_norm(m, w, &h)?;
+                    let q = blocks::queries(m, &w.attn, &x, head_dim)?;
+                    let (k, v) = blocks::keys_values(m, &w.attn, &x, head_dim, #k_eq_v)?;
+                    Ok(vec![q, k, v])
+                }
+            }
+        }
+        Role::Sharer => {
+            let pre_doc = doc::lines(&format!(
+                "Before RoPE and attention of {} {which}: `[h] -> [q]`.",
+                noun.to_lowercase()
+            ));
+            quote! {
+                #pre_doc
+                fn #pre(m: &Gemma4, i: usize, a: &[Array]) -> Result<Vec<Array>> {
+                    let [h] = step::args(#pre_name, i, a)?;
+                    let w = &m.weights.layers[i];
+                    let x = blocks::input_norm(m, w, &h)?;
+                    let q = blocks::queries(m, &w.attn, &x, #head_dim as i32)?;
+                    Ok(vec![q])
+                }
+            }
+        }
+    };
+
+    // After attention: output projection, feed-forward, per-layer input, scalar.
+    let mut after = vec![quote!(blocks::attention_out(m, w, &h, &o))];
+    after.push(if v.moe {
+        quote!(blocks::moe_ffn(m, w, blocks::moe_weights(w, i)?, &h))
+    } else {
+        quote!(blocks::dense_ffn(m, w, &h))
+    });
+    if v.per_layer_input {
+        after.push(quote!(blocks::per_layer_gate(
+            m,
+            blocks::ple_weights(w, i)?,
+            &h,
+            &pli
+        )));
+    }
+    if v.layer_scalar {
+        after.push(quote!(blocks::layer_scalar(
+            &h,
+            blocks::scalar_weight(w, i)?
+        )));
+    }
+    let after = after.into_iter().map(|step| quote!(let h = #step?;));
+    let (post_params, post_sig) = if v.per_layer_input {
+        (quote!([h, o, pli]), "[h, o, pli] -> [h]")
+    } else {
+        (quote!([h, o]), "[h, o] -> [h]")
+    };
+    let post_doc = doc::lines(&format!(
+        "After attention of {} {which}: `{post_sig}`.",
+        noun.to_lowercase()
+    ));
+    let post_fn = quote! {
+        #post_doc
+        fn #post(m: &Gemma4, i: usize, a: &[Array]) -> Result<Vec<Array>> {
+            let #post_params = step::args(#post_name, i, a)?;
+            let w = &m.weights.layers[i];
+            #(#after)*
+            Ok(vec![h])
+        }
+    };
+
+    // The layer: stages around the cache update and attention.
+    let attend = |keys: TokenStream, values: TokenStream| match v.quant() {
+        None => quote!(sdpa(&q, #keys, #values, s.mask(#mask))?),
+        Some(spec) => {
+            let spec = quant_spec(spec);
+            quote!(sdpa_quantized(&q, #keys, #values, #spec, s.mask(#mask))?)
+        }
+    };
     let kv_param = match v.role {
         Role::Donor { .. } => {
             let ty = cache_type(v.cache);
@@ -91,30 +201,17 @@ pub fn function(v: &Variant, layers: &[usize]) -> TokenStream {
         }
         Role::Sharer => quote!(shared: &SharedKv),
     };
-    params.push(kv_param);
-    params.push(quote!(mask: &AttnMask));
-    if v.per_layer_input {
-        params.push(quote!(inputs: &StepInputs));
-    }
-
-    // The steps that produce the attention output `o`.
-    let attend = |keys: TokenStream, values: TokenStream| match v.quant() {
-        None => quote!(sdpa(&q, #keys, #values, mask)?),
-        Some(spec) => {
-            let spec = quant_spec(spec);
-            quote!(sdpa_quantized(&q, #keys, #values, #spec, mask)?)
-        }
-    };
     let attention = match v.role {
         Role::Donor { .. } => {
-            let k_eq_v = v.k_eq_v;
             let o = attend(quote!(&keys), quote!(&values));
             quote! {
+                // RoPE stays outside the compiled stages: on the CPU it is a composition
+                // of ops whose fused form rounds differently.
                 let offset = cache.offset() as i32;
-                let (k, v) = blocks::keys_values(m, &w.attn, &x, head_dim, #k_eq_v)?;
+                let [q, k, v] = s.run(i, Stage::Pre, #pre, &[h])?;
                 let k = blocks::rope(#rope, &k, offset)?;
-                let (keys, values) = cache.update_and_fetch(&k, &v)?;
                 let q = blocks::rope(#rope, &q, offset)?;
+                let (keys, values) = cache.update_and_fetch(&k, &v)?;
                 let o = #o;
             }
         }
@@ -134,50 +231,20 @@ pub fn function(v: &Variant, layers: &[usize]) -> TokenStream {
                 let #pattern = &shared.kv else {
                     return Err(unexpected_kv(i, #what));
                 };
+                let [q] = s.run(i, Stage::Pre, #pre, &[h])?;
                 let q = blocks::rope(#rope, &q, shared.offset)?;
                 let o = #o;
             }
         }
     };
-
-    // The steps after attention, each producing the next `h`; the last one is the
-    // function's value unless the K/V is exported too.
-    let mut after = vec![quote!(blocks::attention_out(m, w, h, &o))];
-    after.push(if v.moe {
-        quote!(blocks::moe_ffn(m, w, blocks::moe_weights(w, i)?, &h))
+    let post_call = if v.per_layer_input {
+        quote! {
+            let pli = s.per_layer_input(i)?.clone();
+            let [h] = s.run(i, Stage::Post, #post, &[h, &o, &pli])?;
+        }
     } else {
-        quote!(blocks::dense_ffn(m, w, &h))
-    });
-    let mut pli = None;
-    if v.per_layer_input {
-        pli = Some(quote!(let pli = blocks::per_layer_input(inputs, i as i32)?;));
-        after.push(quote!(blocks::per_layer_gate(
-            m,
-            blocks::ple_weights(w, i)?,
-            &h,
-            &pli
-        )));
-    }
-    if v.layer_scalar {
-        after.push(quote!(blocks::layer_scalar(
-            &h,
-            blocks::scalar_weight(w, i)?
-        )));
-    }
-
-    let mut steps = TokenStream::new();
-    let last = after.len() - 1;
-    let mut tail = None;
-    for (n, step) in after.into_iter().enumerate() {
-        if v.per_layer_input && n == 2 {
-            steps.extend(pli.take());
-        }
-        if n == last && !v.is_exported() {
-            tail = Some(step);
-        } else {
-            steps.extend(quote!(let h = #step?;));
-        }
-    }
+        quote!(let [h] = s.run(i, Stage::Post, #post, &[h, &o])?;)
+    };
     let (ret, tail) = if v.is_exported() {
         let kv = match v.quant() {
             None => quote!(Kv::Float { keys, values }),
@@ -194,21 +261,19 @@ pub fn function(v: &Variant, layers: &[usize]) -> TokenStream {
             },
         )
     } else {
-        (
-            quote!(Result<Array>),
-            tail.expect("a layer ends with a block"),
-        )
+        (quote!(Result<Array>), quote!(Ok(h)))
     };
 
     quote! {
+        #pre_fn
+
+        #post_fn
+
         #docs
-        fn #name(#(#params),*) -> #ret {
-            let w = &m.weights.layers[i];
-            let head_dim = #head_dim as i32;
-            let x = blocks::input_norm(m, w, h)?;
-            let q = blocks::queries(m, &w.attn, &x, head_dim)?;
+        fn #name(s: &mut Step<'_>, i: usize, h: &Array, #kv_param) -> #ret {
+            let m = s.m;
             #attention
-            #steps
+            #post_call
             #tail
         }
     }

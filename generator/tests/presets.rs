@@ -123,16 +123,31 @@ fn gemma4_e4b_unrolls_42_layers_over_24_caches() {
     let calls = layer_calls(&m);
     assert_eq!(calls.len(), 42, "one call per layer");
     for (i, call) in calls.iter().enumerate() {
-        assert_eq!(call.args[0], "m");
+        assert_eq!(call.args[0], "& mut s");
         assert_eq!(call.args[1], i.to_string(), "layer calls in order");
+        assert_eq!(call.args[2], "& h");
+        assert_eq!(call.args.len(), 4, "{call:?}");
         let sliding = source.config.layer_types[i] == LayerType::Sliding;
         let kind = if sliding { "sliding" } else { "full" };
-        assert_eq!(call.args[4], kind);
         assert!(call.function.contains(&format!("_{kind}_")), "{call:?}");
         assert!(call.function.ends_with("_ple_scalar") || call.function.ends_with("_export"));
+        let body = text(
+            &function(&m, &call.function)
+                .expect("variant function")
+                .block,
+        );
+        let mask = if sliding {
+            "LayerType :: Sliding"
+        } else {
+            "LayerType :: Full"
+        };
         assert!(
-            call.args.len() == 6 && call.args[5] == "& inputs",
-            "{call:?}"
+            body.contains(mask),
+            "layer {i} attends with its type's mask"
+        );
+        assert!(
+            body.contains("s . per_layer_input (i)"),
+            "layer {i} reads its per-layer input"
         );
         if i < 24 {
             assert!(call.function.starts_with("donor_"), "{call:?}");
@@ -177,11 +192,12 @@ fn gemma4_26b_a4b_has_30_moe_donors_with_keqv_on_full_layers() {
         assert_eq!(call.function.contains("_keqv"), is_full, "{call:?}");
     }
     assert!(full > 0);
-    let keqv = function(&m, "donor_full_q4g64_keqv_moe_scalar").expect("the K=V MoE variant");
-    let body = text(&keqv.block);
+    let pre = function(&m, "donor_full_q4g64_keqv_moe_scalar_pre").expect("the K=V MoE variant");
+    let body = text(&pre.block);
     assert!(body.contains("keys_values (m , & w . attn , & x , head_dim , true)"));
-    assert!(body.contains("blocks :: moe_ffn"));
     assert!(body.contains("m . config . global_head_dim"));
+    let post = function(&m, "donor_full_q4g64_keqv_moe_scalar_post").expect("its post stage");
+    assert!(text(&post.block).contains("blocks :: moe_ffn"));
 }
 
 #[test]

@@ -9,7 +9,7 @@
 //! and the caches match [`CACHE_SIGNATURES`]; on any other call it runs the monolith, which
 //! computes the same bits more slowly.
 
-use std::cell::Cell;
+use std::cell::{Cell, RefCell};
 use std::rc::Rc;
 
 use runtime::cache::{AnyCache, QuantizedKvCache, RotatingQuantizedKvCache};
@@ -19,8 +19,10 @@ use runtime::guard;
 use runtime::mlx_rs::Array;
 use runtime::model::LanguageModel;
 use runtime::model::gemma4::blocks;
+use runtime::config::LayerType;
+use runtime::model::gemma4::step::{self, DecodeSegments, LayerStages, Stage, Step};
 use runtime::model::gemma4::{Gemma4, monolith};
-use runtime::nn::{AttnMask, sdpa_quantized};
+use runtime::nn::sdpa_quantized;
 use runtime::plan::{Family, ModelPlan};
 use runtime::quantization::QuantSpec;
 use runtime::registry::Implementation;
@@ -93,90 +95,360 @@ const Q8G64: QuantSpec = QuantSpec {
     group_size: 64,
 };
 
+/// Before RoPE and the cache update of layers 0-2, 4, 9, 13-16, 18-22, 24-28, 30-34, 36-40,
+/// 42-46: `[h] -> [q, k, v]`.
+fn donor_sliding_q4g64_scalar_pre(
+    m: &Gemma4,
+    i: usize,
+    a: &[Array],
+) -> Result<Vec<Array>> {
+    let [h] = step::args("donor_sliding_q4g64_scalar_pre", i, a)?;
+    let w = &m.weights.layers[i];
+    let head_dim = m.config.head_dim as i32;
+    let x = blocks::input_norm(m, w, &h)?;
+    let q = blocks::queries(m, &w.attn, &x, head_dim)?;
+    let (k, v) = blocks::keys_values(m, &w.attn, &x, head_dim, false)?;
+    Ok(vec![q, k, v])
+}
+
+/// After attention of layers 0-2, 4, 9, 13-16, 18-22, 24-28, 30-34, 36-40, 42-46: `[h, o]
+/// -> [h]`.
+fn donor_sliding_q4g64_scalar_post(
+    m: &Gemma4,
+    i: usize,
+    a: &[Array],
+) -> Result<Vec<Array>> {
+    let [h, o] = step::args("donor_sliding_q4g64_scalar_post", i, a)?;
+    let w = &m.weights.layers[i];
+    let h = blocks::attention_out(m, w, &h, &o)?;
+    let h = blocks::dense_ffn(m, w, &h)?;
+    let h = blocks::layer_scalar(&h, blocks::scalar_weight(w, i)?)?;
+    Ok(vec![h])
+}
+
 /// Layers 0-2, 4, 9, 13-16, 18-22, 24-28, 30-34, 36-40, 42-46. Sliding attention over its
 /// own 4-bit group-64 ring cache; dense MLP; layer scalar.
 fn donor_sliding_q4g64_scalar(
-    m: &Gemma4,
+    s: &mut Step<'_>,
     i: usize,
     h: &Array,
     cache: &mut RotatingQuantizedKvCache,
-    mask: &AttnMask,
 ) -> Result<Array> {
+    let m = s.m;
+    let offset = cache.offset() as i32;
+    let [q, k, v] = s.run(i, Stage::Pre, donor_sliding_q4g64_scalar_pre, &[h])?;
+    let k = blocks::rope(&m.rope_sliding, &k, offset)?;
+    let q = blocks::rope(&m.rope_sliding, &q, offset)?;
+    let (keys, values) = cache.update_and_fetch(&k, &v)?;
+    let o = sdpa_quantized(&q, &keys, &values, Q4G64, s.mask(LayerType::Sliding))?;
+    let [h] = s.run(i, Stage::Post, donor_sliding_q4g64_scalar_post, &[h, &o])?;
+    Ok(h)
+}
+
+/// Before RoPE and the cache update of layers 3, 6-8, 10, 12: `[h] -> [q, k, v]`.
+fn donor_sliding_q8g64_scalar_pre(
+    m: &Gemma4,
+    i: usize,
+    a: &[Array],
+) -> Result<Vec<Array>> {
+    let [h] = step::args("donor_sliding_q8g64_scalar_pre", i, a)?;
     let w = &m.weights.layers[i];
     let head_dim = m.config.head_dim as i32;
-    let x = blocks::input_norm(m, w, h)?;
+    let x = blocks::input_norm(m, w, &h)?;
     let q = blocks::queries(m, &w.attn, &x, head_dim)?;
-    let offset = cache.offset() as i32;
     let (k, v) = blocks::keys_values(m, &w.attn, &x, head_dim, false)?;
-    let k = blocks::rope(&m.rope_sliding, &k, offset)?;
-    let (keys, values) = cache.update_and_fetch(&k, &v)?;
-    let q = blocks::rope(&m.rope_sliding, &q, offset)?;
-    let o = sdpa_quantized(&q, &keys, &values, Q4G64, mask)?;
-    let h = blocks::attention_out(m, w, h, &o)?;
+    Ok(vec![q, k, v])
+}
+
+/// After attention of layers 3, 6-8, 10, 12: `[h, o] -> [h]`.
+fn donor_sliding_q8g64_scalar_post(
+    m: &Gemma4,
+    i: usize,
+    a: &[Array],
+) -> Result<Vec<Array>> {
+    let [h, o] = step::args("donor_sliding_q8g64_scalar_post", i, a)?;
+    let w = &m.weights.layers[i];
+    let h = blocks::attention_out(m, w, &h, &o)?;
     let h = blocks::dense_ffn(m, w, &h)?;
-    blocks::layer_scalar(&h, blocks::scalar_weight(w, i)?)
+    let h = blocks::layer_scalar(&h, blocks::scalar_weight(w, i)?)?;
+    Ok(vec![h])
 }
 
 /// Layers 3, 6-8, 10, 12. Sliding attention over its own 8-bit group-64 ring cache; dense
 /// MLP; layer scalar.
 fn donor_sliding_q8g64_scalar(
-    m: &Gemma4,
+    s: &mut Step<'_>,
     i: usize,
     h: &Array,
     cache: &mut RotatingQuantizedKvCache,
-    mask: &AttnMask,
 ) -> Result<Array> {
-    let w = &m.weights.layers[i];
-    let head_dim = m.config.head_dim as i32;
-    let x = blocks::input_norm(m, w, h)?;
-    let q = blocks::queries(m, &w.attn, &x, head_dim)?;
+    let m = s.m;
     let offset = cache.offset() as i32;
-    let (k, v) = blocks::keys_values(m, &w.attn, &x, head_dim, false)?;
+    let [q, k, v] = s.run(i, Stage::Pre, donor_sliding_q8g64_scalar_pre, &[h])?;
     let k = blocks::rope(&m.rope_sliding, &k, offset)?;
-    let (keys, values) = cache.update_and_fetch(&k, &v)?;
     let q = blocks::rope(&m.rope_sliding, &q, offset)?;
-    let o = sdpa_quantized(&q, &keys, &values, Q8G64, mask)?;
-    let h = blocks::attention_out(m, w, h, &o)?;
+    let (keys, values) = cache.update_and_fetch(&k, &v)?;
+    let o = sdpa_quantized(&q, &keys, &values, Q8G64, s.mask(LayerType::Sliding))?;
+    let [h] = s.run(i, Stage::Post, donor_sliding_q8g64_scalar_post, &[h, &o])?;
+    Ok(h)
+}
+
+/// Before RoPE and the cache update of layers 5, 11, 17, 23, 29, 35, 41, 47: `[h] -> [q, k,
+/// v]`.
+fn donor_full_q4g64_keqv_scalar_pre(
+    m: &Gemma4,
+    i: usize,
+    a: &[Array],
+) -> Result<Vec<Array>> {
+    let [h] = step::args("donor_full_q4g64_keqv_scalar_pre", i, a)?;
+    let w = &m.weights.layers[i];
+    let head_dim = m.config.global_head_dim as i32;
+    let x = blocks::input_norm(m, w, &h)?;
+    let q = blocks::queries(m, &w.attn, &x, head_dim)?;
+    let (k, v) = blocks::keys_values(m, &w.attn, &x, head_dim, true)?;
+    Ok(vec![q, k, v])
+}
+
+/// After attention of layers 5, 11, 17, 23, 29, 35, 41, 47: `[h, o] -> [h]`.
+fn donor_full_q4g64_keqv_scalar_post(
+    m: &Gemma4,
+    i: usize,
+    a: &[Array],
+) -> Result<Vec<Array>> {
+    let [h, o] = step::args("donor_full_q4g64_keqv_scalar_post", i, a)?;
+    let w = &m.weights.layers[i];
+    let h = blocks::attention_out(m, w, &h, &o)?;
     let h = blocks::dense_ffn(m, w, &h)?;
-    blocks::layer_scalar(&h, blocks::scalar_weight(w, i)?)
+    let h = blocks::layer_scalar(&h, blocks::scalar_weight(w, i)?)?;
+    Ok(vec![h])
 }
 
 /// Layers 5, 11, 17, 23, 29, 35, 41, 47. Full attention over its own 4-bit group-64 growing
 /// cache; V is the raw k projection (K=V); dense MLP; layer scalar.
 fn donor_full_q4g64_keqv_scalar(
-    m: &Gemma4,
+    s: &mut Step<'_>,
     i: usize,
     h: &Array,
     cache: &mut QuantizedKvCache,
-    mask: &AttnMask,
 ) -> Result<Array> {
-    let w = &m.weights.layers[i];
-    let head_dim = m.config.global_head_dim as i32;
-    let x = blocks::input_norm(m, w, h)?;
-    let q = blocks::queries(m, &w.attn, &x, head_dim)?;
+    let m = s.m;
     let offset = cache.offset() as i32;
-    let (k, v) = blocks::keys_values(m, &w.attn, &x, head_dim, true)?;
+    let [q, k, v] = s.run(i, Stage::Pre, donor_full_q4g64_keqv_scalar_pre, &[h])?;
     let k = blocks::rope(&m.rope_full, &k, offset)?;
-    let (keys, values) = cache.update_and_fetch(&k, &v)?;
     let q = blocks::rope(&m.rope_full, &q, offset)?;
-    let o = sdpa_quantized(&q, &keys, &values, Q4G64, mask)?;
-    let h = blocks::attention_out(m, w, h, &o)?;
-    let h = blocks::dense_ffn(m, w, &h)?;
-    blocks::layer_scalar(&h, blocks::scalar_weight(w, i)?)
+    let (keys, values) = cache.update_and_fetch(&k, &v)?;
+    let o = sdpa_quantized(&q, &keys, &values, Q4G64, s.mask(LayerType::Full))?;
+    let [h] = s.run(i, Stage::Post, donor_full_q4g64_keqv_scalar_post, &[h, &o])?;
+    Ok(h)
 }
 
+/// The stages of each of the 48 layers, compiled for single-token steps.
+const STAGES: [LayerStages; 48] = [
+    LayerStages {
+        pre: donor_sliding_q4g64_scalar_pre,
+        post: donor_sliding_q4g64_scalar_post,
+    },
+    LayerStages {
+        pre: donor_sliding_q4g64_scalar_pre,
+        post: donor_sliding_q4g64_scalar_post,
+    },
+    LayerStages {
+        pre: donor_sliding_q4g64_scalar_pre,
+        post: donor_sliding_q4g64_scalar_post,
+    },
+    LayerStages {
+        pre: donor_sliding_q8g64_scalar_pre,
+        post: donor_sliding_q8g64_scalar_post,
+    },
+    LayerStages {
+        pre: donor_sliding_q4g64_scalar_pre,
+        post: donor_sliding_q4g64_scalar_post,
+    },
+    LayerStages {
+        pre: donor_full_q4g64_keqv_scalar_pre,
+        post: donor_full_q4g64_keqv_scalar_post,
+    },
+    LayerStages {
+        pre: donor_sliding_q8g64_scalar_pre,
+        post: donor_sliding_q8g64_scalar_post,
+    },
+    LayerStages {
+        pre: donor_sliding_q8g64_scalar_pre,
+        post: donor_sliding_q8g64_scalar_post,
+    },
+    LayerStages {
+        pre: donor_sliding_q8g64_scalar_pre,
+        post: donor_sliding_q8g64_scalar_post,
+    },
+    LayerStages {
+        pre: donor_sliding_q4g64_scalar_pre,
+        post: donor_sliding_q4g64_scalar_post,
+    },
+    LayerStages {
+        pre: donor_sliding_q8g64_scalar_pre,
+        post: donor_sliding_q8g64_scalar_post,
+    },
+    LayerStages {
+        pre: donor_full_q4g64_keqv_scalar_pre,
+        post: donor_full_q4g64_keqv_scalar_post,
+    },
+    LayerStages {
+        pre: donor_sliding_q8g64_scalar_pre,
+        post: donor_sliding_q8g64_scalar_post,
+    },
+    LayerStages {
+        pre: donor_sliding_q4g64_scalar_pre,
+        post: donor_sliding_q4g64_scalar_post,
+    },
+    LayerStages {
+        pre: donor_sliding_q4g64_scalar_pre,
+        post: donor_sliding_q4g64_scalar_post,
+    },
+    LayerStages {
+        pre: donor_sliding_q4g64_scalar_pre,
+        post: donor_sliding_q4g64_scalar_post,
+    },
+    LayerStages {
+        pre: donor_sliding_q4g64_scalar_pre,
+        post: donor_sliding_q4g64_scalar_post,
+    },
+    LayerStages {
+        pre: donor_full_q4g64_keqv_scalar_pre,
+        post: donor_full_q4g64_keqv_scalar_post,
+    },
+    LayerStages {
+        pre: donor_sliding_q4g64_scalar_pre,
+        post: donor_sliding_q4g64_scalar_post,
+    },
+    LayerStages {
+        pre: donor_sliding_q4g64_scalar_pre,
+        post: donor_sliding_q4g64_scalar_post,
+    },
+    LayerStages {
+        pre: donor_sliding_q4g64_scalar_pre,
+        post: donor_sliding_q4g64_scalar_post,
+    },
+    LayerStages {
+        pre: donor_sliding_q4g64_scalar_pre,
+        post: donor_sliding_q4g64_scalar_post,
+    },
+    LayerStages {
+        pre: donor_sliding_q4g64_scalar_pre,
+        post: donor_sliding_q4g64_scalar_post,
+    },
+    LayerStages {
+        pre: donor_full_q4g64_keqv_scalar_pre,
+        post: donor_full_q4g64_keqv_scalar_post,
+    },
+    LayerStages {
+        pre: donor_sliding_q4g64_scalar_pre,
+        post: donor_sliding_q4g64_scalar_post,
+    },
+    LayerStages {
+        pre: donor_sliding_q4g64_scalar_pre,
+        post: donor_sliding_q4g64_scalar_post,
+    },
+    LayerStages {
+        pre: donor_sliding_q4g64_scalar_pre,
+        post: donor_sliding_q4g64_scalar_post,
+    },
+    LayerStages {
+        pre: donor_sliding_q4g64_scalar_pre,
+        post: donor_sliding_q4g64_scalar_post,
+    },
+    LayerStages {
+        pre: donor_sliding_q4g64_scalar_pre,
+        post: donor_sliding_q4g64_scalar_post,
+    },
+    LayerStages {
+        pre: donor_full_q4g64_keqv_scalar_pre,
+        post: donor_full_q4g64_keqv_scalar_post,
+    },
+    LayerStages {
+        pre: donor_sliding_q4g64_scalar_pre,
+        post: donor_sliding_q4g64_scalar_post,
+    },
+    LayerStages {
+        pre: donor_sliding_q4g64_scalar_pre,
+        post: donor_sliding_q4g64_scalar_post,
+    },
+    LayerStages {
+        pre: donor_sliding_q4g64_scalar_pre,
+        post: donor_sliding_q4g64_scalar_post,
+    },
+    LayerStages {
+        pre: donor_sliding_q4g64_scalar_pre,
+        post: donor_sliding_q4g64_scalar_post,
+    },
+    LayerStages {
+        pre: donor_sliding_q4g64_scalar_pre,
+        post: donor_sliding_q4g64_scalar_post,
+    },
+    LayerStages {
+        pre: donor_full_q4g64_keqv_scalar_pre,
+        post: donor_full_q4g64_keqv_scalar_post,
+    },
+    LayerStages {
+        pre: donor_sliding_q4g64_scalar_pre,
+        post: donor_sliding_q4g64_scalar_post,
+    },
+    LayerStages {
+        pre: donor_sliding_q4g64_scalar_pre,
+        post: donor_sliding_q4g64_scalar_post,
+    },
+    LayerStages {
+        pre: donor_sliding_q4g64_scalar_pre,
+        post: donor_sliding_q4g64_scalar_post,
+    },
+    LayerStages {
+        pre: donor_sliding_q4g64_scalar_pre,
+        post: donor_sliding_q4g64_scalar_post,
+    },
+    LayerStages {
+        pre: donor_sliding_q4g64_scalar_pre,
+        post: donor_sliding_q4g64_scalar_post,
+    },
+    LayerStages {
+        pre: donor_full_q4g64_keqv_scalar_pre,
+        post: donor_full_q4g64_keqv_scalar_post,
+    },
+    LayerStages {
+        pre: donor_sliding_q4g64_scalar_pre,
+        post: donor_sliding_q4g64_scalar_post,
+    },
+    LayerStages {
+        pre: donor_sliding_q4g64_scalar_pre,
+        post: donor_sliding_q4g64_scalar_post,
+    },
+    LayerStages {
+        pre: donor_sliding_q4g64_scalar_pre,
+        post: donor_sliding_q4g64_scalar_post,
+    },
+    LayerStages {
+        pre: donor_sliding_q4g64_scalar_pre,
+        post: donor_sliding_q4g64_scalar_post,
+    },
+    LayerStages {
+        pre: donor_sliding_q4g64_scalar_pre,
+        post: donor_sliding_q4g64_scalar_post,
+    },
+    LayerStages {
+        pre: donor_full_q4g64_keqv_scalar_pre,
+        post: donor_full_q4g64_keqv_scalar_post,
+    },
+];
+
 /// The 48 layers of gemma4-12b, unrolled: one call per layer, every cache kind and
-/// quantization resolved. The caches must be exactly [`CACHE_SIGNATURES`] (the model's
-/// guard checks before calling; here a mismatch is an error).
+/// quantization resolved. With `segments` (single-token steps) every stage runs compiled.
+/// The caches must be exactly [`CACHE_SIGNATURES`] (the model's guard checks before
+/// calling; here a mismatch is an error).
 pub fn forward_layers(
     m: &Gemma4,
     tokens: &Array,
     caches: &mut [AnyCache],
+    segments: Option<&mut DecodeSegments>,
 ) -> Result<Array> {
-    let inputs = blocks::embed(m, tokens)?;
-    let masks = blocks::masks(m, caches, inputs.len)?;
-    let sliding = &masks.sliding;
-    let full = &masks.full;
+    let mut s = Step::new(m, tokens, caches, segments)?;
     let [AnyCache::RotatingQuant(c0), AnyCache::RotatingQuant(c1),
     AnyCache::RotatingQuant(c2), AnyCache::RotatingQuant(c3),
     AnyCache::RotatingQuant(c4), AnyCache::Quant(c5), AnyCache::RotatingQuant(c6),
@@ -200,55 +472,56 @@ pub fn forward_layers(
     else {
         return Err(cache_mismatch(caches));
     };
-    let h = donor_sliding_q4g64_scalar(m, 0, &inputs.h, c0, sliding)?;
-    let h = donor_sliding_q4g64_scalar(m, 1, &h, c1, sliding)?;
-    let h = donor_sliding_q4g64_scalar(m, 2, &h, c2, sliding)?;
-    let h = donor_sliding_q8g64_scalar(m, 3, &h, c3, sliding)?;
-    let h = donor_sliding_q4g64_scalar(m, 4, &h, c4, sliding)?;
-    let h = donor_full_q4g64_keqv_scalar(m, 5, &h, c5, full)?;
-    let h = donor_sliding_q8g64_scalar(m, 6, &h, c6, sliding)?;
-    let h = donor_sliding_q8g64_scalar(m, 7, &h, c7, sliding)?;
-    let h = donor_sliding_q8g64_scalar(m, 8, &h, c8, sliding)?;
-    let h = donor_sliding_q4g64_scalar(m, 9, &h, c9, sliding)?;
-    let h = donor_sliding_q8g64_scalar(m, 10, &h, c10, sliding)?;
-    let h = donor_full_q4g64_keqv_scalar(m, 11, &h, c11, full)?;
-    let h = donor_sliding_q8g64_scalar(m, 12, &h, c12, sliding)?;
-    let h = donor_sliding_q4g64_scalar(m, 13, &h, c13, sliding)?;
-    let h = donor_sliding_q4g64_scalar(m, 14, &h, c14, sliding)?;
-    let h = donor_sliding_q4g64_scalar(m, 15, &h, c15, sliding)?;
-    let h = donor_sliding_q4g64_scalar(m, 16, &h, c16, sliding)?;
-    let h = donor_full_q4g64_keqv_scalar(m, 17, &h, c17, full)?;
-    let h = donor_sliding_q4g64_scalar(m, 18, &h, c18, sliding)?;
-    let h = donor_sliding_q4g64_scalar(m, 19, &h, c19, sliding)?;
-    let h = donor_sliding_q4g64_scalar(m, 20, &h, c20, sliding)?;
-    let h = donor_sliding_q4g64_scalar(m, 21, &h, c21, sliding)?;
-    let h = donor_sliding_q4g64_scalar(m, 22, &h, c22, sliding)?;
-    let h = donor_full_q4g64_keqv_scalar(m, 23, &h, c23, full)?;
-    let h = donor_sliding_q4g64_scalar(m, 24, &h, c24, sliding)?;
-    let h = donor_sliding_q4g64_scalar(m, 25, &h, c25, sliding)?;
-    let h = donor_sliding_q4g64_scalar(m, 26, &h, c26, sliding)?;
-    let h = donor_sliding_q4g64_scalar(m, 27, &h, c27, sliding)?;
-    let h = donor_sliding_q4g64_scalar(m, 28, &h, c28, sliding)?;
-    let h = donor_full_q4g64_keqv_scalar(m, 29, &h, c29, full)?;
-    let h = donor_sliding_q4g64_scalar(m, 30, &h, c30, sliding)?;
-    let h = donor_sliding_q4g64_scalar(m, 31, &h, c31, sliding)?;
-    let h = donor_sliding_q4g64_scalar(m, 32, &h, c32, sliding)?;
-    let h = donor_sliding_q4g64_scalar(m, 33, &h, c33, sliding)?;
-    let h = donor_sliding_q4g64_scalar(m, 34, &h, c34, sliding)?;
-    let h = donor_full_q4g64_keqv_scalar(m, 35, &h, c35, full)?;
-    let h = donor_sliding_q4g64_scalar(m, 36, &h, c36, sliding)?;
-    let h = donor_sliding_q4g64_scalar(m, 37, &h, c37, sliding)?;
-    let h = donor_sliding_q4g64_scalar(m, 38, &h, c38, sliding)?;
-    let h = donor_sliding_q4g64_scalar(m, 39, &h, c39, sliding)?;
-    let h = donor_sliding_q4g64_scalar(m, 40, &h, c40, sliding)?;
-    let h = donor_full_q4g64_keqv_scalar(m, 41, &h, c41, full)?;
-    let h = donor_sliding_q4g64_scalar(m, 42, &h, c42, sliding)?;
-    let h = donor_sliding_q4g64_scalar(m, 43, &h, c43, sliding)?;
-    let h = donor_sliding_q4g64_scalar(m, 44, &h, c44, sliding)?;
-    let h = donor_sliding_q4g64_scalar(m, 45, &h, c45, sliding)?;
-    let h = donor_sliding_q4g64_scalar(m, 46, &h, c46, sliding)?;
-    let h = donor_full_q4g64_keqv_scalar(m, 47, &h, c47, full)?;
-    blocks::head(m, &h)
+    let h = s.h.clone();
+    let h = donor_sliding_q4g64_scalar(&mut s, 0, &h, c0)?;
+    let h = donor_sliding_q4g64_scalar(&mut s, 1, &h, c1)?;
+    let h = donor_sliding_q4g64_scalar(&mut s, 2, &h, c2)?;
+    let h = donor_sliding_q8g64_scalar(&mut s, 3, &h, c3)?;
+    let h = donor_sliding_q4g64_scalar(&mut s, 4, &h, c4)?;
+    let h = donor_full_q4g64_keqv_scalar(&mut s, 5, &h, c5)?;
+    let h = donor_sliding_q8g64_scalar(&mut s, 6, &h, c6)?;
+    let h = donor_sliding_q8g64_scalar(&mut s, 7, &h, c7)?;
+    let h = donor_sliding_q8g64_scalar(&mut s, 8, &h, c8)?;
+    let h = donor_sliding_q4g64_scalar(&mut s, 9, &h, c9)?;
+    let h = donor_sliding_q8g64_scalar(&mut s, 10, &h, c10)?;
+    let h = donor_full_q4g64_keqv_scalar(&mut s, 11, &h, c11)?;
+    let h = donor_sliding_q8g64_scalar(&mut s, 12, &h, c12)?;
+    let h = donor_sliding_q4g64_scalar(&mut s, 13, &h, c13)?;
+    let h = donor_sliding_q4g64_scalar(&mut s, 14, &h, c14)?;
+    let h = donor_sliding_q4g64_scalar(&mut s, 15, &h, c15)?;
+    let h = donor_sliding_q4g64_scalar(&mut s, 16, &h, c16)?;
+    let h = donor_full_q4g64_keqv_scalar(&mut s, 17, &h, c17)?;
+    let h = donor_sliding_q4g64_scalar(&mut s, 18, &h, c18)?;
+    let h = donor_sliding_q4g64_scalar(&mut s, 19, &h, c19)?;
+    let h = donor_sliding_q4g64_scalar(&mut s, 20, &h, c20)?;
+    let h = donor_sliding_q4g64_scalar(&mut s, 21, &h, c21)?;
+    let h = donor_sliding_q4g64_scalar(&mut s, 22, &h, c22)?;
+    let h = donor_full_q4g64_keqv_scalar(&mut s, 23, &h, c23)?;
+    let h = donor_sliding_q4g64_scalar(&mut s, 24, &h, c24)?;
+    let h = donor_sliding_q4g64_scalar(&mut s, 25, &h, c25)?;
+    let h = donor_sliding_q4g64_scalar(&mut s, 26, &h, c26)?;
+    let h = donor_sliding_q4g64_scalar(&mut s, 27, &h, c27)?;
+    let h = donor_sliding_q4g64_scalar(&mut s, 28, &h, c28)?;
+    let h = donor_full_q4g64_keqv_scalar(&mut s, 29, &h, c29)?;
+    let h = donor_sliding_q4g64_scalar(&mut s, 30, &h, c30)?;
+    let h = donor_sliding_q4g64_scalar(&mut s, 31, &h, c31)?;
+    let h = donor_sliding_q4g64_scalar(&mut s, 32, &h, c32)?;
+    let h = donor_sliding_q4g64_scalar(&mut s, 33, &h, c33)?;
+    let h = donor_sliding_q4g64_scalar(&mut s, 34, &h, c34)?;
+    let h = donor_full_q4g64_keqv_scalar(&mut s, 35, &h, c35)?;
+    let h = donor_sliding_q4g64_scalar(&mut s, 36, &h, c36)?;
+    let h = donor_sliding_q4g64_scalar(&mut s, 37, &h, c37)?;
+    let h = donor_sliding_q4g64_scalar(&mut s, 38, &h, c38)?;
+    let h = donor_sliding_q4g64_scalar(&mut s, 39, &h, c39)?;
+    let h = donor_sliding_q4g64_scalar(&mut s, 40, &h, c40)?;
+    let h = donor_full_q4g64_keqv_scalar(&mut s, 41, &h, c41)?;
+    let h = donor_sliding_q4g64_scalar(&mut s, 42, &h, c42)?;
+    let h = donor_sliding_q4g64_scalar(&mut s, 43, &h, c43)?;
+    let h = donor_sliding_q4g64_scalar(&mut s, 44, &h, c44)?;
+    let h = donor_sliding_q4g64_scalar(&mut s, 45, &h, c45)?;
+    let h = donor_sliding_q4g64_scalar(&mut s, 46, &h, c46)?;
+    let h = donor_full_q4g64_keqv_scalar(&mut s, 47, &h, c47)?;
+    s.finish(&h)
 }
 
 /// `forward_layers` handed caches other than [`CACHE_SIGNATURES`].
@@ -266,6 +539,7 @@ pub struct Gemma4_12b {
     model: Rc<Gemma4>,
     plan_matches: bool,
     fast_path_calls: Cell<u64>,
+    segments: RefCell<Option<DecodeSegments>>,
 }
 
 impl Gemma4_12b {
@@ -276,6 +550,7 @@ impl Gemma4_12b {
             model,
             plan_matches,
             fast_path_calls: Cell::new(0),
+            segments: RefCell::new(None),
         }
     }
 }
@@ -286,7 +561,13 @@ impl LanguageModel for Gemma4_12b {
             return monolith::forward(&self.model, tokens, caches);
         }
         self.fast_path_calls.set(self.fast_path_calls.get() + 1);
-        forward_layers(&self.model, tokens, caches)
+        if tokens.ndim() == 2 && tokens.dim(1) == 1 && step::compiles(&self.model) {
+            let mut segments = self.segments.borrow_mut();
+            let segments = segments
+                .get_or_insert_with(|| DecodeSegments::new(&self.model, &STAGES));
+            return forward_layers(&self.model, tokens, caches, Some(segments));
+        }
+        forward_layers(&self.model, tokens, caches, None)
     }
     fn plan(&self) -> &ModelPlan {
         &self.model.plan

@@ -9,7 +9,7 @@
 //! and the caches match [`CACHE_SIGNATURES`]; on any other call it runs the monolith, which
 //! computes the same bits more slowly.
 
-use std::cell::Cell;
+use std::cell::{Cell, RefCell};
 use std::rc::Rc;
 
 use runtime::cache::{AnyCache, Kv, KvCache, RotatingKvCache};
@@ -18,9 +18,11 @@ use runtime::fingerprint::Fingerprint;
 use runtime::guard;
 use runtime::mlx_rs::Array;
 use runtime::model::LanguageModel;
-use runtime::model::gemma4::blocks::{self, SharedKv, StepInputs};
+use runtime::model::gemma4::blocks::{self, SharedKv};
+use runtime::config::LayerType;
+use runtime::model::gemma4::step::{self, DecodeSegments, LayerStages, Stage, Step};
 use runtime::model::gemma4::{Gemma4, monolith};
-use runtime::nn::{AttnMask, sdpa};
+use runtime::nn::sdpa;
 use runtime::plan::{Family, ModelPlan};
 use runtime::registry::Implementation;
 use runtime::signature::CacheSignature;
@@ -47,117 +49,216 @@ pub const CACHE_SIGNATURES: [CacheSignature; 15] = [
     CacheSignature::Plain,
 ];
 
+/// Before RoPE and the cache update of layers 0-3, 5-8, 10-12: `[h] -> [q, k, v]`.
+fn donor_sliding_plain_ple_scalar_pre(
+    m: &Gemma4,
+    i: usize,
+    a: &[Array],
+) -> Result<Vec<Array>> {
+    let [h] = step::args("donor_sliding_plain_ple_scalar_pre", i, a)?;
+    let w = &m.weights.layers[i];
+    let head_dim = m.config.head_dim as i32;
+    let x = blocks::input_norm(m, w, &h)?;
+    let q = blocks::queries(m, &w.attn, &x, head_dim)?;
+    let (k, v) = blocks::keys_values(m, &w.attn, &x, head_dim, false)?;
+    Ok(vec![q, k, v])
+}
+
+/// After attention of layers 0-3, 5-8, 10-12: `[h, o, pli] -> [h]`.
+fn donor_sliding_plain_ple_scalar_post(
+    m: &Gemma4,
+    i: usize,
+    a: &[Array],
+) -> Result<Vec<Array>> {
+    let [h, o, pli] = step::args("donor_sliding_plain_ple_scalar_post", i, a)?;
+    let w = &m.weights.layers[i];
+    let h = blocks::attention_out(m, w, &h, &o)?;
+    let h = blocks::dense_ffn(m, w, &h)?;
+    let h = blocks::per_layer_gate(m, blocks::ple_weights(w, i)?, &h, &pli)?;
+    let h = blocks::layer_scalar(&h, blocks::scalar_weight(w, i)?)?;
+    Ok(vec![h])
+}
+
 /// Layers 0-3, 5-8, 10-12. Sliding attention over its own float ring cache; dense MLP;
 /// per-layer-input gate; layer scalar.
 fn donor_sliding_plain_ple_scalar(
-    m: &Gemma4,
+    s: &mut Step<'_>,
     i: usize,
     h: &Array,
     cache: &mut RotatingKvCache,
-    mask: &AttnMask,
-    inputs: &StepInputs,
 ) -> Result<Array> {
-    let w = &m.weights.layers[i];
-    let head_dim = m.config.head_dim as i32;
-    let x = blocks::input_norm(m, w, h)?;
-    let q = blocks::queries(m, &w.attn, &x, head_dim)?;
+    let m = s.m;
     let offset = cache.offset() as i32;
-    let (k, v) = blocks::keys_values(m, &w.attn, &x, head_dim, false)?;
+    let [q, k, v] = s.run(i, Stage::Pre, donor_sliding_plain_ple_scalar_pre, &[h])?;
     let k = blocks::rope(&m.rope_sliding, &k, offset)?;
-    let (keys, values) = cache.update_and_fetch(&k, &v)?;
     let q = blocks::rope(&m.rope_sliding, &q, offset)?;
-    let o = sdpa(&q, &keys, &values, mask)?;
-    let h = blocks::attention_out(m, w, h, &o)?;
+    let (keys, values) = cache.update_and_fetch(&k, &v)?;
+    let o = sdpa(&q, &keys, &values, s.mask(LayerType::Sliding))?;
+    let pli = s.per_layer_input(i)?.clone();
+    let [h] = s
+        .run(i, Stage::Post, donor_sliding_plain_ple_scalar_post, &[h, &o, &pli])?;
+    Ok(h)
+}
+
+/// Before RoPE and the cache update of layers 4, 9: `[h] -> [q, k, v]`.
+fn donor_full_plain_ple_scalar_pre(
+    m: &Gemma4,
+    i: usize,
+    a: &[Array],
+) -> Result<Vec<Array>> {
+    let [h] = step::args("donor_full_plain_ple_scalar_pre", i, a)?;
+    let w = &m.weights.layers[i];
+    let head_dim = m.config.global_head_dim as i32;
+    let x = blocks::input_norm(m, w, &h)?;
+    let q = blocks::queries(m, &w.attn, &x, head_dim)?;
+    let (k, v) = blocks::keys_values(m, &w.attn, &x, head_dim, false)?;
+    Ok(vec![q, k, v])
+}
+
+/// After attention of layers 4, 9: `[h, o, pli] -> [h]`.
+fn donor_full_plain_ple_scalar_post(
+    m: &Gemma4,
+    i: usize,
+    a: &[Array],
+) -> Result<Vec<Array>> {
+    let [h, o, pli] = step::args("donor_full_plain_ple_scalar_post", i, a)?;
+    let w = &m.weights.layers[i];
+    let h = blocks::attention_out(m, w, &h, &o)?;
     let h = blocks::dense_ffn(m, w, &h)?;
-    let pli = blocks::per_layer_input(inputs, i as i32)?;
     let h = blocks::per_layer_gate(m, blocks::ple_weights(w, i)?, &h, &pli)?;
-    blocks::layer_scalar(&h, blocks::scalar_weight(w, i)?)
+    let h = blocks::layer_scalar(&h, blocks::scalar_weight(w, i)?)?;
+    Ok(vec![h])
 }
 
 /// Layers 4, 9. Full attention over its own float growing cache; dense MLP; per-layer-input
 /// gate; layer scalar.
 fn donor_full_plain_ple_scalar(
-    m: &Gemma4,
+    s: &mut Step<'_>,
     i: usize,
     h: &Array,
     cache: &mut KvCache,
-    mask: &AttnMask,
-    inputs: &StepInputs,
 ) -> Result<Array> {
-    let w = &m.weights.layers[i];
-    let head_dim = m.config.global_head_dim as i32;
-    let x = blocks::input_norm(m, w, h)?;
-    let q = blocks::queries(m, &w.attn, &x, head_dim)?;
+    let m = s.m;
     let offset = cache.offset() as i32;
-    let (k, v) = blocks::keys_values(m, &w.attn, &x, head_dim, false)?;
+    let [q, k, v] = s.run(i, Stage::Pre, donor_full_plain_ple_scalar_pre, &[h])?;
     let k = blocks::rope(&m.rope_full, &k, offset)?;
-    let (keys, values) = cache.update_and_fetch(&k, &v)?;
     let q = blocks::rope(&m.rope_full, &q, offset)?;
-    let o = sdpa(&q, &keys, &values, mask)?;
-    let h = blocks::attention_out(m, w, h, &o)?;
+    let (keys, values) = cache.update_and_fetch(&k, &v)?;
+    let o = sdpa(&q, &keys, &values, s.mask(LayerType::Full))?;
+    let pli = s.per_layer_input(i)?.clone();
+    let [h] = s.run(i, Stage::Post, donor_full_plain_ple_scalar_post, &[h, &o, &pli])?;
+    Ok(h)
+}
+
+/// Before RoPE and the cache update of layer 13: `[h] -> [q, k, v]`.
+fn donor_sliding_plain_ple_scalar_export_pre(
+    m: &Gemma4,
+    i: usize,
+    a: &[Array],
+) -> Result<Vec<Array>> {
+    let [h] = step::args("donor_sliding_plain_ple_scalar_export_pre", i, a)?;
+    let w = &m.weights.layers[i];
+    let head_dim = m.config.head_dim as i32;
+    let x = blocks::input_norm(m, w, &h)?;
+    let q = blocks::queries(m, &w.attn, &x, head_dim)?;
+    let (k, v) = blocks::keys_values(m, &w.attn, &x, head_dim, false)?;
+    Ok(vec![q, k, v])
+}
+
+/// After attention of layer 13: `[h, o, pli] -> [h]`.
+fn donor_sliding_plain_ple_scalar_export_post(
+    m: &Gemma4,
+    i: usize,
+    a: &[Array],
+) -> Result<Vec<Array>> {
+    let [h, o, pli] = step::args("donor_sliding_plain_ple_scalar_export_post", i, a)?;
+    let w = &m.weights.layers[i];
+    let h = blocks::attention_out(m, w, &h, &o)?;
     let h = blocks::dense_ffn(m, w, &h)?;
-    let pli = blocks::per_layer_input(inputs, i as i32)?;
     let h = blocks::per_layer_gate(m, blocks::ple_weights(w, i)?, &h, &pli)?;
-    blocks::layer_scalar(&h, blocks::scalar_weight(w, i)?)
+    let h = blocks::layer_scalar(&h, blocks::scalar_weight(w, i)?)?;
+    Ok(vec![h])
 }
 
 /// Layer 13. Sliding attention over its own float ring cache; dense MLP; per-layer-input
 /// gate; layer scalar; returns its K/V for the sharers.
 fn donor_sliding_plain_ple_scalar_export(
-    m: &Gemma4,
+    s: &mut Step<'_>,
     i: usize,
     h: &Array,
     cache: &mut RotatingKvCache,
-    mask: &AttnMask,
-    inputs: &StepInputs,
 ) -> Result<(Array, SharedKv)> {
-    let w = &m.weights.layers[i];
-    let head_dim = m.config.head_dim as i32;
-    let x = blocks::input_norm(m, w, h)?;
-    let q = blocks::queries(m, &w.attn, &x, head_dim)?;
+    let m = s.m;
     let offset = cache.offset() as i32;
-    let (k, v) = blocks::keys_values(m, &w.attn, &x, head_dim, false)?;
+    let [q, k, v] = s
+        .run(i, Stage::Pre, donor_sliding_plain_ple_scalar_export_pre, &[h])?;
     let k = blocks::rope(&m.rope_sliding, &k, offset)?;
-    let (keys, values) = cache.update_and_fetch(&k, &v)?;
     let q = blocks::rope(&m.rope_sliding, &q, offset)?;
-    let o = sdpa(&q, &keys, &values, mask)?;
-    let h = blocks::attention_out(m, w, h, &o)?;
-    let h = blocks::dense_ffn(m, w, &h)?;
-    let pli = blocks::per_layer_input(inputs, i as i32)?;
-    let h = blocks::per_layer_gate(m, blocks::ple_weights(w, i)?, &h, &pli)?;
-    let h = blocks::layer_scalar(&h, blocks::scalar_weight(w, i)?)?;
+    let (keys, values) = cache.update_and_fetch(&k, &v)?;
+    let o = sdpa(&q, &keys, &values, s.mask(LayerType::Sliding))?;
+    let pli = s.per_layer_input(i)?.clone();
+    let [h] = s
+        .run(
+            i,
+            Stage::Post,
+            donor_sliding_plain_ple_scalar_export_post,
+            &[h, &o, &pli],
+        )?;
     let shared = SharedKv {
         kv: Kv::Float { keys, values },
         offset,
     };
     Ok((h, shared))
+}
+
+/// Before RoPE and the cache update of layer 14: `[h] -> [q, k, v]`.
+fn donor_full_plain_ple_scalar_export_pre(
+    m: &Gemma4,
+    i: usize,
+    a: &[Array],
+) -> Result<Vec<Array>> {
+    let [h] = step::args("donor_full_plain_ple_scalar_export_pre", i, a)?;
+    let w = &m.weights.layers[i];
+    let head_dim = m.config.global_head_dim as i32;
+    let x = blocks::input_norm(m, w, &h)?;
+    let q = blocks::queries(m, &w.attn, &x, head_dim)?;
+    let (k, v) = blocks::keys_values(m, &w.attn, &x, head_dim, false)?;
+    Ok(vec![q, k, v])
+}
+
+/// After attention of layer 14: `[h, o, pli] -> [h]`.
+fn donor_full_plain_ple_scalar_export_post(
+    m: &Gemma4,
+    i: usize,
+    a: &[Array],
+) -> Result<Vec<Array>> {
+    let [h, o, pli] = step::args("donor_full_plain_ple_scalar_export_post", i, a)?;
+    let w = &m.weights.layers[i];
+    let h = blocks::attention_out(m, w, &h, &o)?;
+    let h = blocks::dense_ffn(m, w, &h)?;
+    let h = blocks::per_layer_gate(m, blocks::ple_weights(w, i)?, &h, &pli)?;
+    let h = blocks::layer_scalar(&h, blocks::scalar_weight(w, i)?)?;
+    Ok(vec![h])
 }
 
 /// Layer 14. Full attention over its own float growing cache; dense MLP; per-layer-input
 /// gate; layer scalar; returns its K/V for the sharers.
 fn donor_full_plain_ple_scalar_export(
-    m: &Gemma4,
+    s: &mut Step<'_>,
     i: usize,
     h: &Array,
     cache: &mut KvCache,
-    mask: &AttnMask,
-    inputs: &StepInputs,
 ) -> Result<(Array, SharedKv)> {
-    let w = &m.weights.layers[i];
-    let head_dim = m.config.global_head_dim as i32;
-    let x = blocks::input_norm(m, w, h)?;
-    let q = blocks::queries(m, &w.attn, &x, head_dim)?;
+    let m = s.m;
     let offset = cache.offset() as i32;
-    let (k, v) = blocks::keys_values(m, &w.attn, &x, head_dim, false)?;
+    let [q, k, v] = s.run(i, Stage::Pre, donor_full_plain_ple_scalar_export_pre, &[h])?;
     let k = blocks::rope(&m.rope_full, &k, offset)?;
-    let (keys, values) = cache.update_and_fetch(&k, &v)?;
     let q = blocks::rope(&m.rope_full, &q, offset)?;
-    let o = sdpa(&q, &keys, &values, mask)?;
-    let h = blocks::attention_out(m, w, h, &o)?;
-    let h = blocks::dense_ffn(m, w, &h)?;
-    let pli = blocks::per_layer_input(inputs, i as i32)?;
-    let h = blocks::per_layer_gate(m, blocks::ple_weights(w, i)?, &h, &pli)?;
-    let h = blocks::layer_scalar(&h, blocks::scalar_weight(w, i)?)?;
+    let (keys, values) = cache.update_and_fetch(&k, &v)?;
+    let o = sdpa(&q, &keys, &values, s.mask(LayerType::Full))?;
+    let pli = s.per_layer_input(i)?.clone();
+    let [h] = s
+        .run(i, Stage::Post, donor_full_plain_ple_scalar_export_post, &[h, &o, &pli])?;
     let shared = SharedKv {
         kv: Kv::Float { keys, values },
         offset,
@@ -165,70 +266,258 @@ fn donor_full_plain_ple_scalar_export(
     Ok((h, shared))
 }
 
+/// Before RoPE and attention of layers 15-18, 20-23, 25-28, 30-33: `[h] -> [q]`.
+fn sharer_sliding_plain_ple_scalar_pre(
+    m: &Gemma4,
+    i: usize,
+    a: &[Array],
+) -> Result<Vec<Array>> {
+    let [h] = step::args("sharer_sliding_plain_ple_scalar_pre", i, a)?;
+    let w = &m.weights.layers[i];
+    let x = blocks::input_norm(m, w, &h)?;
+    let q = blocks::queries(m, &w.attn, &x, m.config.head_dim as i32)?;
+    Ok(vec![q])
+}
+
+/// After attention of layers 15-18, 20-23, 25-28, 30-33: `[h, o, pli] -> [h]`.
+fn sharer_sliding_plain_ple_scalar_post(
+    m: &Gemma4,
+    i: usize,
+    a: &[Array],
+) -> Result<Vec<Array>> {
+    let [h, o, pli] = step::args("sharer_sliding_plain_ple_scalar_post", i, a)?;
+    let w = &m.weights.layers[i];
+    let h = blocks::attention_out(m, w, &h, &o)?;
+    let h = blocks::dense_ffn(m, w, &h)?;
+    let h = blocks::per_layer_gate(m, blocks::ple_weights(w, i)?, &h, &pli)?;
+    let h = blocks::layer_scalar(&h, blocks::scalar_weight(w, i)?)?;
+    Ok(vec![h])
+}
+
 /// Layers 15-18, 20-23, 25-28, 30-33. Sliding attention over the float K/V its donor
 /// fetched this step; dense MLP; per-layer-input gate; layer scalar.
 fn sharer_sliding_plain_ple_scalar(
-    m: &Gemma4,
+    s: &mut Step<'_>,
     i: usize,
     h: &Array,
     shared: &SharedKv,
-    mask: &AttnMask,
-    inputs: &StepInputs,
 ) -> Result<Array> {
-    let w = &m.weights.layers[i];
-    let head_dim = m.config.head_dim as i32;
-    let x = blocks::input_norm(m, w, h)?;
-    let q = blocks::queries(m, &w.attn, &x, head_dim)?;
+    let m = s.m;
     let Kv::Float { keys, values } = &shared.kv else {
         return Err(unexpected_kv(i, "float"));
     };
+    let [q] = s.run(i, Stage::Pre, sharer_sliding_plain_ple_scalar_pre, &[h])?;
     let q = blocks::rope(&m.rope_sliding, &q, shared.offset)?;
-    let o = sdpa(&q, keys, values, mask)?;
-    let h = blocks::attention_out(m, w, h, &o)?;
+    let o = sdpa(&q, keys, values, s.mask(LayerType::Sliding))?;
+    let pli = s.per_layer_input(i)?.clone();
+    let [h] = s
+        .run(i, Stage::Post, sharer_sliding_plain_ple_scalar_post, &[h, &o, &pli])?;
+    Ok(h)
+}
+
+/// Before RoPE and attention of layers 19, 24, 29, 34: `[h] -> [q]`.
+fn sharer_full_plain_ple_scalar_pre(
+    m: &Gemma4,
+    i: usize,
+    a: &[Array],
+) -> Result<Vec<Array>> {
+    let [h] = step::args("sharer_full_plain_ple_scalar_pre", i, a)?;
+    let w = &m.weights.layers[i];
+    let x = blocks::input_norm(m, w, &h)?;
+    let q = blocks::queries(m, &w.attn, &x, m.config.global_head_dim as i32)?;
+    Ok(vec![q])
+}
+
+/// After attention of layers 19, 24, 29, 34: `[h, o, pli] -> [h]`.
+fn sharer_full_plain_ple_scalar_post(
+    m: &Gemma4,
+    i: usize,
+    a: &[Array],
+) -> Result<Vec<Array>> {
+    let [h, o, pli] = step::args("sharer_full_plain_ple_scalar_post", i, a)?;
+    let w = &m.weights.layers[i];
+    let h = blocks::attention_out(m, w, &h, &o)?;
     let h = blocks::dense_ffn(m, w, &h)?;
-    let pli = blocks::per_layer_input(inputs, i as i32)?;
     let h = blocks::per_layer_gate(m, blocks::ple_weights(w, i)?, &h, &pli)?;
-    blocks::layer_scalar(&h, blocks::scalar_weight(w, i)?)
+    let h = blocks::layer_scalar(&h, blocks::scalar_weight(w, i)?)?;
+    Ok(vec![h])
 }
 
 /// Layers 19, 24, 29, 34. Full attention over the float K/V its donor fetched this step;
 /// dense MLP; per-layer-input gate; layer scalar.
 fn sharer_full_plain_ple_scalar(
-    m: &Gemma4,
+    s: &mut Step<'_>,
     i: usize,
     h: &Array,
     shared: &SharedKv,
-    mask: &AttnMask,
-    inputs: &StepInputs,
 ) -> Result<Array> {
-    let w = &m.weights.layers[i];
-    let head_dim = m.config.global_head_dim as i32;
-    let x = blocks::input_norm(m, w, h)?;
-    let q = blocks::queries(m, &w.attn, &x, head_dim)?;
+    let m = s.m;
     let Kv::Float { keys, values } = &shared.kv else {
         return Err(unexpected_kv(i, "float"));
     };
+    let [q] = s.run(i, Stage::Pre, sharer_full_plain_ple_scalar_pre, &[h])?;
     let q = blocks::rope(&m.rope_full, &q, shared.offset)?;
-    let o = sdpa(&q, keys, values, mask)?;
-    let h = blocks::attention_out(m, w, h, &o)?;
-    let h = blocks::dense_ffn(m, w, &h)?;
-    let pli = blocks::per_layer_input(inputs, i as i32)?;
-    let h = blocks::per_layer_gate(m, blocks::ple_weights(w, i)?, &h, &pli)?;
-    blocks::layer_scalar(&h, blocks::scalar_weight(w, i)?)
+    let o = sdpa(&q, keys, values, s.mask(LayerType::Full))?;
+    let pli = s.per_layer_input(i)?.clone();
+    let [h] = s.run(i, Stage::Post, sharer_full_plain_ple_scalar_post, &[h, &o, &pli])?;
+    Ok(h)
 }
 
+/// The stages of each of the 35 layers, compiled for single-token steps.
+const STAGES: [LayerStages; 35] = [
+    LayerStages {
+        pre: donor_sliding_plain_ple_scalar_pre,
+        post: donor_sliding_plain_ple_scalar_post,
+    },
+    LayerStages {
+        pre: donor_sliding_plain_ple_scalar_pre,
+        post: donor_sliding_plain_ple_scalar_post,
+    },
+    LayerStages {
+        pre: donor_sliding_plain_ple_scalar_pre,
+        post: donor_sliding_plain_ple_scalar_post,
+    },
+    LayerStages {
+        pre: donor_sliding_plain_ple_scalar_pre,
+        post: donor_sliding_plain_ple_scalar_post,
+    },
+    LayerStages {
+        pre: donor_full_plain_ple_scalar_pre,
+        post: donor_full_plain_ple_scalar_post,
+    },
+    LayerStages {
+        pre: donor_sliding_plain_ple_scalar_pre,
+        post: donor_sliding_plain_ple_scalar_post,
+    },
+    LayerStages {
+        pre: donor_sliding_plain_ple_scalar_pre,
+        post: donor_sliding_plain_ple_scalar_post,
+    },
+    LayerStages {
+        pre: donor_sliding_plain_ple_scalar_pre,
+        post: donor_sliding_plain_ple_scalar_post,
+    },
+    LayerStages {
+        pre: donor_sliding_plain_ple_scalar_pre,
+        post: donor_sliding_plain_ple_scalar_post,
+    },
+    LayerStages {
+        pre: donor_full_plain_ple_scalar_pre,
+        post: donor_full_plain_ple_scalar_post,
+    },
+    LayerStages {
+        pre: donor_sliding_plain_ple_scalar_pre,
+        post: donor_sliding_plain_ple_scalar_post,
+    },
+    LayerStages {
+        pre: donor_sliding_plain_ple_scalar_pre,
+        post: donor_sliding_plain_ple_scalar_post,
+    },
+    LayerStages {
+        pre: donor_sliding_plain_ple_scalar_pre,
+        post: donor_sliding_plain_ple_scalar_post,
+    },
+    LayerStages {
+        pre: donor_sliding_plain_ple_scalar_export_pre,
+        post: donor_sliding_plain_ple_scalar_export_post,
+    },
+    LayerStages {
+        pre: donor_full_plain_ple_scalar_export_pre,
+        post: donor_full_plain_ple_scalar_export_post,
+    },
+    LayerStages {
+        pre: sharer_sliding_plain_ple_scalar_pre,
+        post: sharer_sliding_plain_ple_scalar_post,
+    },
+    LayerStages {
+        pre: sharer_sliding_plain_ple_scalar_pre,
+        post: sharer_sliding_plain_ple_scalar_post,
+    },
+    LayerStages {
+        pre: sharer_sliding_plain_ple_scalar_pre,
+        post: sharer_sliding_plain_ple_scalar_post,
+    },
+    LayerStages {
+        pre: sharer_sliding_plain_ple_scalar_pre,
+        post: sharer_sliding_plain_ple_scalar_post,
+    },
+    LayerStages {
+        pre: sharer_full_plain_ple_scalar_pre,
+        post: sharer_full_plain_ple_scalar_post,
+    },
+    LayerStages {
+        pre: sharer_sliding_plain_ple_scalar_pre,
+        post: sharer_sliding_plain_ple_scalar_post,
+    },
+    LayerStages {
+        pre: sharer_sliding_plain_ple_scalar_pre,
+        post: sharer_sliding_plain_ple_scalar_post,
+    },
+    LayerStages {
+        pre: sharer_sliding_plain_ple_scalar_pre,
+        post: sharer_sliding_plain_ple_scalar_post,
+    },
+    LayerStages {
+        pre: sharer_sliding_plain_ple_scalar_pre,
+        post: sharer_sliding_plain_ple_scalar_post,
+    },
+    LayerStages {
+        pre: sharer_full_plain_ple_scalar_pre,
+        post: sharer_full_plain_ple_scalar_post,
+    },
+    LayerStages {
+        pre: sharer_sliding_plain_ple_scalar_pre,
+        post: sharer_sliding_plain_ple_scalar_post,
+    },
+    LayerStages {
+        pre: sharer_sliding_plain_ple_scalar_pre,
+        post: sharer_sliding_plain_ple_scalar_post,
+    },
+    LayerStages {
+        pre: sharer_sliding_plain_ple_scalar_pre,
+        post: sharer_sliding_plain_ple_scalar_post,
+    },
+    LayerStages {
+        pre: sharer_sliding_plain_ple_scalar_pre,
+        post: sharer_sliding_plain_ple_scalar_post,
+    },
+    LayerStages {
+        pre: sharer_full_plain_ple_scalar_pre,
+        post: sharer_full_plain_ple_scalar_post,
+    },
+    LayerStages {
+        pre: sharer_sliding_plain_ple_scalar_pre,
+        post: sharer_sliding_plain_ple_scalar_post,
+    },
+    LayerStages {
+        pre: sharer_sliding_plain_ple_scalar_pre,
+        post: sharer_sliding_plain_ple_scalar_post,
+    },
+    LayerStages {
+        pre: sharer_sliding_plain_ple_scalar_pre,
+        post: sharer_sliding_plain_ple_scalar_post,
+    },
+    LayerStages {
+        pre: sharer_sliding_plain_ple_scalar_pre,
+        post: sharer_sliding_plain_ple_scalar_post,
+    },
+    LayerStages {
+        pre: sharer_full_plain_ple_scalar_pre,
+        post: sharer_full_plain_ple_scalar_post,
+    },
+];
+
 /// The 35 layers of gemma4-e2b, unrolled: one call per layer, every cache kind and
-/// quantization resolved. The caches must be exactly [`CACHE_SIGNATURES`] (the model's
-/// guard checks before calling; here a mismatch is an error).
+/// quantization resolved. With `segments` (single-token steps) every stage runs compiled.
+/// The caches must be exactly [`CACHE_SIGNATURES`] (the model's guard checks before
+/// calling; here a mismatch is an error).
 pub fn forward_layers(
     m: &Gemma4,
     tokens: &Array,
     caches: &mut [AnyCache],
+    segments: Option<&mut DecodeSegments>,
 ) -> Result<Array> {
-    let inputs = blocks::embed(m, tokens)?;
-    let masks = blocks::masks(m, caches, inputs.len)?;
-    let sliding = &masks.sliding;
-    let full = &masks.full;
+    let mut s = Step::new(m, tokens, caches, segments)?;
     let [AnyCache::Rotating(c0), AnyCache::Rotating(c1), AnyCache::Rotating(c2),
     AnyCache::Rotating(c3), AnyCache::Plain(c4), AnyCache::Rotating(c5),
     AnyCache::Rotating(c6), AnyCache::Rotating(c7), AnyCache::Rotating(c8),
@@ -237,56 +526,43 @@ pub fn forward_layers(
     else {
         return Err(cache_mismatch(caches));
     };
-    let h = donor_sliding_plain_ple_scalar(m, 0, &inputs.h, c0, sliding, &inputs)?;
-    let h = donor_sliding_plain_ple_scalar(m, 1, &h, c1, sliding, &inputs)?;
-    let h = donor_sliding_plain_ple_scalar(m, 2, &h, c2, sliding, &inputs)?;
-    let h = donor_sliding_plain_ple_scalar(m, 3, &h, c3, sliding, &inputs)?;
-    let h = donor_full_plain_ple_scalar(m, 4, &h, c4, full, &inputs)?;
-    let h = donor_sliding_plain_ple_scalar(m, 5, &h, c5, sliding, &inputs)?;
-    let h = donor_sliding_plain_ple_scalar(m, 6, &h, c6, sliding, &inputs)?;
-    let h = donor_sliding_plain_ple_scalar(m, 7, &h, c7, sliding, &inputs)?;
-    let h = donor_sliding_plain_ple_scalar(m, 8, &h, c8, sliding, &inputs)?;
-    let h = donor_full_plain_ple_scalar(m, 9, &h, c9, full, &inputs)?;
-    let h = donor_sliding_plain_ple_scalar(m, 10, &h, c10, sliding, &inputs)?;
-    let h = donor_sliding_plain_ple_scalar(m, 11, &h, c11, sliding, &inputs)?;
-    let h = donor_sliding_plain_ple_scalar(m, 12, &h, c12, sliding, &inputs)?;
-    let (h, shared13) = donor_sliding_plain_ple_scalar_export(
-        m,
-        13,
-        &h,
-        c13,
-        sliding,
-        &inputs,
-    )?;
-    let (h, shared14) = donor_full_plain_ple_scalar_export(
-        m,
-        14,
-        &h,
-        c14,
-        full,
-        &inputs,
-    )?;
-    let h = sharer_sliding_plain_ple_scalar(m, 15, &h, &shared13, sliding, &inputs)?;
-    let h = sharer_sliding_plain_ple_scalar(m, 16, &h, &shared13, sliding, &inputs)?;
-    let h = sharer_sliding_plain_ple_scalar(m, 17, &h, &shared13, sliding, &inputs)?;
-    let h = sharer_sliding_plain_ple_scalar(m, 18, &h, &shared13, sliding, &inputs)?;
-    let h = sharer_full_plain_ple_scalar(m, 19, &h, &shared14, full, &inputs)?;
-    let h = sharer_sliding_plain_ple_scalar(m, 20, &h, &shared13, sliding, &inputs)?;
-    let h = sharer_sliding_plain_ple_scalar(m, 21, &h, &shared13, sliding, &inputs)?;
-    let h = sharer_sliding_plain_ple_scalar(m, 22, &h, &shared13, sliding, &inputs)?;
-    let h = sharer_sliding_plain_ple_scalar(m, 23, &h, &shared13, sliding, &inputs)?;
-    let h = sharer_full_plain_ple_scalar(m, 24, &h, &shared14, full, &inputs)?;
-    let h = sharer_sliding_plain_ple_scalar(m, 25, &h, &shared13, sliding, &inputs)?;
-    let h = sharer_sliding_plain_ple_scalar(m, 26, &h, &shared13, sliding, &inputs)?;
-    let h = sharer_sliding_plain_ple_scalar(m, 27, &h, &shared13, sliding, &inputs)?;
-    let h = sharer_sliding_plain_ple_scalar(m, 28, &h, &shared13, sliding, &inputs)?;
-    let h = sharer_full_plain_ple_scalar(m, 29, &h, &shared14, full, &inputs)?;
-    let h = sharer_sliding_plain_ple_scalar(m, 30, &h, &shared13, sliding, &inputs)?;
-    let h = sharer_sliding_plain_ple_scalar(m, 31, &h, &shared13, sliding, &inputs)?;
-    let h = sharer_sliding_plain_ple_scalar(m, 32, &h, &shared13, sliding, &inputs)?;
-    let h = sharer_sliding_plain_ple_scalar(m, 33, &h, &shared13, sliding, &inputs)?;
-    let h = sharer_full_plain_ple_scalar(m, 34, &h, &shared14, full, &inputs)?;
-    blocks::head(m, &h)
+    let h = s.h.clone();
+    let h = donor_sliding_plain_ple_scalar(&mut s, 0, &h, c0)?;
+    let h = donor_sliding_plain_ple_scalar(&mut s, 1, &h, c1)?;
+    let h = donor_sliding_plain_ple_scalar(&mut s, 2, &h, c2)?;
+    let h = donor_sliding_plain_ple_scalar(&mut s, 3, &h, c3)?;
+    let h = donor_full_plain_ple_scalar(&mut s, 4, &h, c4)?;
+    let h = donor_sliding_plain_ple_scalar(&mut s, 5, &h, c5)?;
+    let h = donor_sliding_plain_ple_scalar(&mut s, 6, &h, c6)?;
+    let h = donor_sliding_plain_ple_scalar(&mut s, 7, &h, c7)?;
+    let h = donor_sliding_plain_ple_scalar(&mut s, 8, &h, c8)?;
+    let h = donor_full_plain_ple_scalar(&mut s, 9, &h, c9)?;
+    let h = donor_sliding_plain_ple_scalar(&mut s, 10, &h, c10)?;
+    let h = donor_sliding_plain_ple_scalar(&mut s, 11, &h, c11)?;
+    let h = donor_sliding_plain_ple_scalar(&mut s, 12, &h, c12)?;
+    let (h, shared13) = donor_sliding_plain_ple_scalar_export(&mut s, 13, &h, c13)?;
+    let (h, shared14) = donor_full_plain_ple_scalar_export(&mut s, 14, &h, c14)?;
+    let h = sharer_sliding_plain_ple_scalar(&mut s, 15, &h, &shared13)?;
+    let h = sharer_sliding_plain_ple_scalar(&mut s, 16, &h, &shared13)?;
+    let h = sharer_sliding_plain_ple_scalar(&mut s, 17, &h, &shared13)?;
+    let h = sharer_sliding_plain_ple_scalar(&mut s, 18, &h, &shared13)?;
+    let h = sharer_full_plain_ple_scalar(&mut s, 19, &h, &shared14)?;
+    let h = sharer_sliding_plain_ple_scalar(&mut s, 20, &h, &shared13)?;
+    let h = sharer_sliding_plain_ple_scalar(&mut s, 21, &h, &shared13)?;
+    let h = sharer_sliding_plain_ple_scalar(&mut s, 22, &h, &shared13)?;
+    let h = sharer_sliding_plain_ple_scalar(&mut s, 23, &h, &shared13)?;
+    let h = sharer_full_plain_ple_scalar(&mut s, 24, &h, &shared14)?;
+    let h = sharer_sliding_plain_ple_scalar(&mut s, 25, &h, &shared13)?;
+    let h = sharer_sliding_plain_ple_scalar(&mut s, 26, &h, &shared13)?;
+    let h = sharer_sliding_plain_ple_scalar(&mut s, 27, &h, &shared13)?;
+    let h = sharer_sliding_plain_ple_scalar(&mut s, 28, &h, &shared13)?;
+    let h = sharer_full_plain_ple_scalar(&mut s, 29, &h, &shared14)?;
+    let h = sharer_sliding_plain_ple_scalar(&mut s, 30, &h, &shared13)?;
+    let h = sharer_sliding_plain_ple_scalar(&mut s, 31, &h, &shared13)?;
+    let h = sharer_sliding_plain_ple_scalar(&mut s, 32, &h, &shared13)?;
+    let h = sharer_sliding_plain_ple_scalar(&mut s, 33, &h, &shared13)?;
+    let h = sharer_full_plain_ple_scalar(&mut s, 34, &h, &shared14)?;
+    s.finish(&h)
 }
 
 /// `forward_layers` handed caches other than [`CACHE_SIGNATURES`].
@@ -311,6 +587,7 @@ pub struct Gemma4E2b {
     model: Rc<Gemma4>,
     plan_matches: bool,
     fast_path_calls: Cell<u64>,
+    segments: RefCell<Option<DecodeSegments>>,
 }
 
 impl Gemma4E2b {
@@ -321,6 +598,7 @@ impl Gemma4E2b {
             model,
             plan_matches,
             fast_path_calls: Cell::new(0),
+            segments: RefCell::new(None),
         }
     }
 }
@@ -331,7 +609,13 @@ impl LanguageModel for Gemma4E2b {
             return monolith::forward(&self.model, tokens, caches);
         }
         self.fast_path_calls.set(self.fast_path_calls.get() + 1);
-        forward_layers(&self.model, tokens, caches)
+        if tokens.ndim() == 2 && tokens.dim(1) == 1 && step::compiles(&self.model) {
+            let mut segments = self.segments.borrow_mut();
+            let segments = segments
+                .get_or_insert_with(|| DecodeSegments::new(&self.model, &STAGES));
+            return forward_layers(&self.model, tokens, caches, Some(segments));
+        }
+        forward_layers(&self.model, tokens, caches, None)
     }
     fn plan(&self) -> &ModelPlan {
         &self.model.plan

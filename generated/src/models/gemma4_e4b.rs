@@ -9,7 +9,7 @@
 //! and the caches match [`CACHE_SIGNATURES`]; on any other call it runs the monolith, which
 //! computes the same bits more slowly.
 
-use std::cell::Cell;
+use std::cell::{Cell, RefCell};
 use std::rc::Rc;
 
 use runtime::cache::{AnyCache, Kv, QuantizedKvCache, RotatingQuantizedKvCache};
@@ -18,9 +18,11 @@ use runtime::fingerprint::Fingerprint;
 use runtime::guard;
 use runtime::mlx_rs::Array;
 use runtime::model::LanguageModel;
-use runtime::model::gemma4::blocks::{self, SharedKv, StepInputs};
+use runtime::model::gemma4::blocks::{self, SharedKv};
+use runtime::config::LayerType;
+use runtime::model::gemma4::step::{self, DecodeSegments, LayerStages, Stage, Step};
 use runtime::model::gemma4::{Gemma4, monolith};
-use runtime::nn::{AttnMask, sdpa_quantized};
+use runtime::nn::sdpa_quantized;
 use runtime::plan::{Family, ModelPlan};
 use runtime::quantization::QuantSpec;
 use runtime::registry::Implementation;
@@ -69,139 +71,263 @@ const Q8G64: QuantSpec = QuantSpec {
     group_size: 64,
 };
 
+/// Before RoPE and the cache update of layers 0-2, 6-8, 12, 13, 15, 16, 18-21: `[h] -> [q,
+/// k, v]`.
+fn donor_sliding_q4g64_ple_scalar_pre(
+    m: &Gemma4,
+    i: usize,
+    a: &[Array],
+) -> Result<Vec<Array>> {
+    let [h] = step::args("donor_sliding_q4g64_ple_scalar_pre", i, a)?;
+    let w = &m.weights.layers[i];
+    let head_dim = m.config.head_dim as i32;
+    let x = blocks::input_norm(m, w, &h)?;
+    let q = blocks::queries(m, &w.attn, &x, head_dim)?;
+    let (k, v) = blocks::keys_values(m, &w.attn, &x, head_dim, false)?;
+    Ok(vec![q, k, v])
+}
+
+/// After attention of layers 0-2, 6-8, 12, 13, 15, 16, 18-21: `[h, o, pli] -> [h]`.
+fn donor_sliding_q4g64_ple_scalar_post(
+    m: &Gemma4,
+    i: usize,
+    a: &[Array],
+) -> Result<Vec<Array>> {
+    let [h, o, pli] = step::args("donor_sliding_q4g64_ple_scalar_post", i, a)?;
+    let w = &m.weights.layers[i];
+    let h = blocks::attention_out(m, w, &h, &o)?;
+    let h = blocks::dense_ffn(m, w, &h)?;
+    let h = blocks::per_layer_gate(m, blocks::ple_weights(w, i)?, &h, &pli)?;
+    let h = blocks::layer_scalar(&h, blocks::scalar_weight(w, i)?)?;
+    Ok(vec![h])
+}
+
 /// Layers 0-2, 6-8, 12, 13, 15, 16, 18-21. Sliding attention over its own 4-bit group-64
 /// ring cache; dense MLP; per-layer-input gate; layer scalar.
 fn donor_sliding_q4g64_ple_scalar(
-    m: &Gemma4,
+    s: &mut Step<'_>,
     i: usize,
     h: &Array,
     cache: &mut RotatingQuantizedKvCache,
-    mask: &AttnMask,
-    inputs: &StepInputs,
 ) -> Result<Array> {
+    let m = s.m;
+    let offset = cache.offset() as i32;
+    let [q, k, v] = s.run(i, Stage::Pre, donor_sliding_q4g64_ple_scalar_pre, &[h])?;
+    let k = blocks::rope(&m.rope_sliding, &k, offset)?;
+    let q = blocks::rope(&m.rope_sliding, &q, offset)?;
+    let (keys, values) = cache.update_and_fetch(&k, &v)?;
+    let o = sdpa_quantized(&q, &keys, &values, Q4G64, s.mask(LayerType::Sliding))?;
+    let pli = s.per_layer_input(i)?.clone();
+    let [h] = s
+        .run(i, Stage::Post, donor_sliding_q4g64_ple_scalar_post, &[h, &o, &pli])?;
+    Ok(h)
+}
+
+/// Before RoPE and the cache update of layers 3, 4, 9, 10, 14: `[h] -> [q, k, v]`.
+fn donor_sliding_q8g64_ple_scalar_pre(
+    m: &Gemma4,
+    i: usize,
+    a: &[Array],
+) -> Result<Vec<Array>> {
+    let [h] = step::args("donor_sliding_q8g64_ple_scalar_pre", i, a)?;
     let w = &m.weights.layers[i];
     let head_dim = m.config.head_dim as i32;
-    let x = blocks::input_norm(m, w, h)?;
+    let x = blocks::input_norm(m, w, &h)?;
     let q = blocks::queries(m, &w.attn, &x, head_dim)?;
-    let offset = cache.offset() as i32;
     let (k, v) = blocks::keys_values(m, &w.attn, &x, head_dim, false)?;
-    let k = blocks::rope(&m.rope_sliding, &k, offset)?;
-    let (keys, values) = cache.update_and_fetch(&k, &v)?;
-    let q = blocks::rope(&m.rope_sliding, &q, offset)?;
-    let o = sdpa_quantized(&q, &keys, &values, Q4G64, mask)?;
-    let h = blocks::attention_out(m, w, h, &o)?;
+    Ok(vec![q, k, v])
+}
+
+/// After attention of layers 3, 4, 9, 10, 14: `[h, o, pli] -> [h]`.
+fn donor_sliding_q8g64_ple_scalar_post(
+    m: &Gemma4,
+    i: usize,
+    a: &[Array],
+) -> Result<Vec<Array>> {
+    let [h, o, pli] = step::args("donor_sliding_q8g64_ple_scalar_post", i, a)?;
+    let w = &m.weights.layers[i];
+    let h = blocks::attention_out(m, w, &h, &o)?;
     let h = blocks::dense_ffn(m, w, &h)?;
-    let pli = blocks::per_layer_input(inputs, i as i32)?;
     let h = blocks::per_layer_gate(m, blocks::ple_weights(w, i)?, &h, &pli)?;
-    blocks::layer_scalar(&h, blocks::scalar_weight(w, i)?)
+    let h = blocks::layer_scalar(&h, blocks::scalar_weight(w, i)?)?;
+    Ok(vec![h])
 }
 
 /// Layers 3, 4, 9, 10, 14. Sliding attention over its own 8-bit group-64 ring cache; dense
 /// MLP; per-layer-input gate; layer scalar.
 fn donor_sliding_q8g64_ple_scalar(
-    m: &Gemma4,
+    s: &mut Step<'_>,
     i: usize,
     h: &Array,
     cache: &mut RotatingQuantizedKvCache,
-    mask: &AttnMask,
-    inputs: &StepInputs,
 ) -> Result<Array> {
-    let w = &m.weights.layers[i];
-    let head_dim = m.config.head_dim as i32;
-    let x = blocks::input_norm(m, w, h)?;
-    let q = blocks::queries(m, &w.attn, &x, head_dim)?;
+    let m = s.m;
     let offset = cache.offset() as i32;
-    let (k, v) = blocks::keys_values(m, &w.attn, &x, head_dim, false)?;
+    let [q, k, v] = s.run(i, Stage::Pre, donor_sliding_q8g64_ple_scalar_pre, &[h])?;
     let k = blocks::rope(&m.rope_sliding, &k, offset)?;
-    let (keys, values) = cache.update_and_fetch(&k, &v)?;
     let q = blocks::rope(&m.rope_sliding, &q, offset)?;
-    let o = sdpa_quantized(&q, &keys, &values, Q8G64, mask)?;
-    let h = blocks::attention_out(m, w, h, &o)?;
+    let (keys, values) = cache.update_and_fetch(&k, &v)?;
+    let o = sdpa_quantized(&q, &keys, &values, Q8G64, s.mask(LayerType::Sliding))?;
+    let pli = s.per_layer_input(i)?.clone();
+    let [h] = s
+        .run(i, Stage::Post, donor_sliding_q8g64_ple_scalar_post, &[h, &o, &pli])?;
+    Ok(h)
+}
+
+/// Before RoPE and the cache update of layers 5, 17: `[h] -> [q, k, v]`.
+fn donor_full_q4g64_ple_scalar_pre(
+    m: &Gemma4,
+    i: usize,
+    a: &[Array],
+) -> Result<Vec<Array>> {
+    let [h] = step::args("donor_full_q4g64_ple_scalar_pre", i, a)?;
+    let w = &m.weights.layers[i];
+    let head_dim = m.config.global_head_dim as i32;
+    let x = blocks::input_norm(m, w, &h)?;
+    let q = blocks::queries(m, &w.attn, &x, head_dim)?;
+    let (k, v) = blocks::keys_values(m, &w.attn, &x, head_dim, false)?;
+    Ok(vec![q, k, v])
+}
+
+/// After attention of layers 5, 17: `[h, o, pli] -> [h]`.
+fn donor_full_q4g64_ple_scalar_post(
+    m: &Gemma4,
+    i: usize,
+    a: &[Array],
+) -> Result<Vec<Array>> {
+    let [h, o, pli] = step::args("donor_full_q4g64_ple_scalar_post", i, a)?;
+    let w = &m.weights.layers[i];
+    let h = blocks::attention_out(m, w, &h, &o)?;
     let h = blocks::dense_ffn(m, w, &h)?;
-    let pli = blocks::per_layer_input(inputs, i as i32)?;
     let h = blocks::per_layer_gate(m, blocks::ple_weights(w, i)?, &h, &pli)?;
-    blocks::layer_scalar(&h, blocks::scalar_weight(w, i)?)
+    let h = blocks::layer_scalar(&h, blocks::scalar_weight(w, i)?)?;
+    Ok(vec![h])
 }
 
 /// Layers 5, 17. Full attention over its own 4-bit group-64 growing cache; dense MLP;
 /// per-layer-input gate; layer scalar.
 fn donor_full_q4g64_ple_scalar(
-    m: &Gemma4,
+    s: &mut Step<'_>,
     i: usize,
     h: &Array,
     cache: &mut QuantizedKvCache,
-    mask: &AttnMask,
-    inputs: &StepInputs,
 ) -> Result<Array> {
+    let m = s.m;
+    let offset = cache.offset() as i32;
+    let [q, k, v] = s.run(i, Stage::Pre, donor_full_q4g64_ple_scalar_pre, &[h])?;
+    let k = blocks::rope(&m.rope_full, &k, offset)?;
+    let q = blocks::rope(&m.rope_full, &q, offset)?;
+    let (keys, values) = cache.update_and_fetch(&k, &v)?;
+    let o = sdpa_quantized(&q, &keys, &values, Q4G64, s.mask(LayerType::Full))?;
+    let pli = s.per_layer_input(i)?.clone();
+    let [h] = s.run(i, Stage::Post, donor_full_q4g64_ple_scalar_post, &[h, &o, &pli])?;
+    Ok(h)
+}
+
+/// Before RoPE and the cache update of layer 11: `[h] -> [q, k, v]`.
+fn donor_full_q8g64_ple_scalar_pre(
+    m: &Gemma4,
+    i: usize,
+    a: &[Array],
+) -> Result<Vec<Array>> {
+    let [h] = step::args("donor_full_q8g64_ple_scalar_pre", i, a)?;
     let w = &m.weights.layers[i];
     let head_dim = m.config.global_head_dim as i32;
-    let x = blocks::input_norm(m, w, h)?;
+    let x = blocks::input_norm(m, w, &h)?;
     let q = blocks::queries(m, &w.attn, &x, head_dim)?;
-    let offset = cache.offset() as i32;
     let (k, v) = blocks::keys_values(m, &w.attn, &x, head_dim, false)?;
-    let k = blocks::rope(&m.rope_full, &k, offset)?;
-    let (keys, values) = cache.update_and_fetch(&k, &v)?;
-    let q = blocks::rope(&m.rope_full, &q, offset)?;
-    let o = sdpa_quantized(&q, &keys, &values, Q4G64, mask)?;
-    let h = blocks::attention_out(m, w, h, &o)?;
+    Ok(vec![q, k, v])
+}
+
+/// After attention of layer 11: `[h, o, pli] -> [h]`.
+fn donor_full_q8g64_ple_scalar_post(
+    m: &Gemma4,
+    i: usize,
+    a: &[Array],
+) -> Result<Vec<Array>> {
+    let [h, o, pli] = step::args("donor_full_q8g64_ple_scalar_post", i, a)?;
+    let w = &m.weights.layers[i];
+    let h = blocks::attention_out(m, w, &h, &o)?;
     let h = blocks::dense_ffn(m, w, &h)?;
-    let pli = blocks::per_layer_input(inputs, i as i32)?;
     let h = blocks::per_layer_gate(m, blocks::ple_weights(w, i)?, &h, &pli)?;
-    blocks::layer_scalar(&h, blocks::scalar_weight(w, i)?)
+    let h = blocks::layer_scalar(&h, blocks::scalar_weight(w, i)?)?;
+    Ok(vec![h])
 }
 
 /// Layer 11. Full attention over its own 8-bit group-64 growing cache; dense MLP;
 /// per-layer-input gate; layer scalar.
 fn donor_full_q8g64_ple_scalar(
-    m: &Gemma4,
+    s: &mut Step<'_>,
     i: usize,
     h: &Array,
     cache: &mut QuantizedKvCache,
-    mask: &AttnMask,
-    inputs: &StepInputs,
 ) -> Result<Array> {
-    let w = &m.weights.layers[i];
-    let head_dim = m.config.global_head_dim as i32;
-    let x = blocks::input_norm(m, w, h)?;
-    let q = blocks::queries(m, &w.attn, &x, head_dim)?;
+    let m = s.m;
     let offset = cache.offset() as i32;
-    let (k, v) = blocks::keys_values(m, &w.attn, &x, head_dim, false)?;
+    let [q, k, v] = s.run(i, Stage::Pre, donor_full_q8g64_ple_scalar_pre, &[h])?;
     let k = blocks::rope(&m.rope_full, &k, offset)?;
-    let (keys, values) = cache.update_and_fetch(&k, &v)?;
     let q = blocks::rope(&m.rope_full, &q, offset)?;
-    let o = sdpa_quantized(&q, &keys, &values, Q8G64, mask)?;
-    let h = blocks::attention_out(m, w, h, &o)?;
+    let (keys, values) = cache.update_and_fetch(&k, &v)?;
+    let o = sdpa_quantized(&q, &keys, &values, Q8G64, s.mask(LayerType::Full))?;
+    let pli = s.per_layer_input(i)?.clone();
+    let [h] = s.run(i, Stage::Post, donor_full_q8g64_ple_scalar_post, &[h, &o, &pli])?;
+    Ok(h)
+}
+
+/// Before RoPE and the cache update of layer 22: `[h] -> [q, k, v]`.
+fn donor_sliding_q4g64_ple_scalar_export_pre(
+    m: &Gemma4,
+    i: usize,
+    a: &[Array],
+) -> Result<Vec<Array>> {
+    let [h] = step::args("donor_sliding_q4g64_ple_scalar_export_pre", i, a)?;
+    let w = &m.weights.layers[i];
+    let head_dim = m.config.head_dim as i32;
+    let x = blocks::input_norm(m, w, &h)?;
+    let q = blocks::queries(m, &w.attn, &x, head_dim)?;
+    let (k, v) = blocks::keys_values(m, &w.attn, &x, head_dim, false)?;
+    Ok(vec![q, k, v])
+}
+
+/// After attention of layer 22: `[h, o, pli] -> [h]`.
+fn donor_sliding_q4g64_ple_scalar_export_post(
+    m: &Gemma4,
+    i: usize,
+    a: &[Array],
+) -> Result<Vec<Array>> {
+    let [h, o, pli] = step::args("donor_sliding_q4g64_ple_scalar_export_post", i, a)?;
+    let w = &m.weights.layers[i];
+    let h = blocks::attention_out(m, w, &h, &o)?;
     let h = blocks::dense_ffn(m, w, &h)?;
-    let pli = blocks::per_layer_input(inputs, i as i32)?;
     let h = blocks::per_layer_gate(m, blocks::ple_weights(w, i)?, &h, &pli)?;
-    blocks::layer_scalar(&h, blocks::scalar_weight(w, i)?)
+    let h = blocks::layer_scalar(&h, blocks::scalar_weight(w, i)?)?;
+    Ok(vec![h])
 }
 
 /// Layer 22. Sliding attention over its own 4-bit group-64 ring cache; dense MLP;
 /// per-layer-input gate; layer scalar; returns its K/V for the sharers.
 fn donor_sliding_q4g64_ple_scalar_export(
-    m: &Gemma4,
+    s: &mut Step<'_>,
     i: usize,
     h: &Array,
     cache: &mut RotatingQuantizedKvCache,
-    mask: &AttnMask,
-    inputs: &StepInputs,
 ) -> Result<(Array, SharedKv)> {
-    let w = &m.weights.layers[i];
-    let head_dim = m.config.head_dim as i32;
-    let x = blocks::input_norm(m, w, h)?;
-    let q = blocks::queries(m, &w.attn, &x, head_dim)?;
+    let m = s.m;
     let offset = cache.offset() as i32;
-    let (k, v) = blocks::keys_values(m, &w.attn, &x, head_dim, false)?;
+    let [q, k, v] = s
+        .run(i, Stage::Pre, donor_sliding_q4g64_ple_scalar_export_pre, &[h])?;
     let k = blocks::rope(&m.rope_sliding, &k, offset)?;
-    let (keys, values) = cache.update_and_fetch(&k, &v)?;
     let q = blocks::rope(&m.rope_sliding, &q, offset)?;
-    let o = sdpa_quantized(&q, &keys, &values, Q4G64, mask)?;
-    let h = blocks::attention_out(m, w, h, &o)?;
-    let h = blocks::dense_ffn(m, w, &h)?;
-    let pli = blocks::per_layer_input(inputs, i as i32)?;
-    let h = blocks::per_layer_gate(m, blocks::ple_weights(w, i)?, &h, &pli)?;
-    let h = blocks::layer_scalar(&h, blocks::scalar_weight(w, i)?)?;
+    let (keys, values) = cache.update_and_fetch(&k, &v)?;
+    let o = sdpa_quantized(&q, &keys, &values, Q4G64, s.mask(LayerType::Sliding))?;
+    let pli = s.per_layer_input(i)?.clone();
+    let [h] = s
+        .run(
+            i,
+            Stage::Post,
+            donor_sliding_q4g64_ple_scalar_export_post,
+            &[h, &o, &pli],
+        )?;
     let shared = SharedKv {
         kv: Kv::Quant {
             keys,
@@ -211,33 +337,56 @@ fn donor_sliding_q4g64_ple_scalar_export(
         offset,
     };
     Ok((h, shared))
+}
+
+/// Before RoPE and the cache update of layer 23: `[h] -> [q, k, v]`.
+fn donor_full_q4g64_ple_scalar_export_pre(
+    m: &Gemma4,
+    i: usize,
+    a: &[Array],
+) -> Result<Vec<Array>> {
+    let [h] = step::args("donor_full_q4g64_ple_scalar_export_pre", i, a)?;
+    let w = &m.weights.layers[i];
+    let head_dim = m.config.global_head_dim as i32;
+    let x = blocks::input_norm(m, w, &h)?;
+    let q = blocks::queries(m, &w.attn, &x, head_dim)?;
+    let (k, v) = blocks::keys_values(m, &w.attn, &x, head_dim, false)?;
+    Ok(vec![q, k, v])
+}
+
+/// After attention of layer 23: `[h, o, pli] -> [h]`.
+fn donor_full_q4g64_ple_scalar_export_post(
+    m: &Gemma4,
+    i: usize,
+    a: &[Array],
+) -> Result<Vec<Array>> {
+    let [h, o, pli] = step::args("donor_full_q4g64_ple_scalar_export_post", i, a)?;
+    let w = &m.weights.layers[i];
+    let h = blocks::attention_out(m, w, &h, &o)?;
+    let h = blocks::dense_ffn(m, w, &h)?;
+    let h = blocks::per_layer_gate(m, blocks::ple_weights(w, i)?, &h, &pli)?;
+    let h = blocks::layer_scalar(&h, blocks::scalar_weight(w, i)?)?;
+    Ok(vec![h])
 }
 
 /// Layer 23. Full attention over its own 4-bit group-64 growing cache; dense MLP;
 /// per-layer-input gate; layer scalar; returns its K/V for the sharers.
 fn donor_full_q4g64_ple_scalar_export(
-    m: &Gemma4,
+    s: &mut Step<'_>,
     i: usize,
     h: &Array,
     cache: &mut QuantizedKvCache,
-    mask: &AttnMask,
-    inputs: &StepInputs,
 ) -> Result<(Array, SharedKv)> {
-    let w = &m.weights.layers[i];
-    let head_dim = m.config.global_head_dim as i32;
-    let x = blocks::input_norm(m, w, h)?;
-    let q = blocks::queries(m, &w.attn, &x, head_dim)?;
+    let m = s.m;
     let offset = cache.offset() as i32;
-    let (k, v) = blocks::keys_values(m, &w.attn, &x, head_dim, false)?;
+    let [q, k, v] = s.run(i, Stage::Pre, donor_full_q4g64_ple_scalar_export_pre, &[h])?;
     let k = blocks::rope(&m.rope_full, &k, offset)?;
-    let (keys, values) = cache.update_and_fetch(&k, &v)?;
     let q = blocks::rope(&m.rope_full, &q, offset)?;
-    let o = sdpa_quantized(&q, &keys, &values, Q4G64, mask)?;
-    let h = blocks::attention_out(m, w, h, &o)?;
-    let h = blocks::dense_ffn(m, w, &h)?;
-    let pli = blocks::per_layer_input(inputs, i as i32)?;
-    let h = blocks::per_layer_gate(m, blocks::ple_weights(w, i)?, &h, &pli)?;
-    let h = blocks::layer_scalar(&h, blocks::scalar_weight(w, i)?)?;
+    let (keys, values) = cache.update_and_fetch(&k, &v)?;
+    let o = sdpa_quantized(&q, &keys, &values, Q4G64, s.mask(LayerType::Full))?;
+    let pli = s.per_layer_input(i)?.clone();
+    let [h] = s
+        .run(i, Stage::Post, donor_full_q4g64_ple_scalar_export_post, &[h, &o, &pli])?;
     let shared = SharedKv {
         kv: Kv::Quant {
             keys,
@@ -249,70 +398,286 @@ fn donor_full_q4g64_ple_scalar_export(
     Ok((h, shared))
 }
 
+/// Before RoPE and attention of layers 24-28, 30-34, 36-40: `[h] -> [q]`.
+fn sharer_sliding_q4g64_ple_scalar_pre(
+    m: &Gemma4,
+    i: usize,
+    a: &[Array],
+) -> Result<Vec<Array>> {
+    let [h] = step::args("sharer_sliding_q4g64_ple_scalar_pre", i, a)?;
+    let w = &m.weights.layers[i];
+    let x = blocks::input_norm(m, w, &h)?;
+    let q = blocks::queries(m, &w.attn, &x, m.config.head_dim as i32)?;
+    Ok(vec![q])
+}
+
+/// After attention of layers 24-28, 30-34, 36-40: `[h, o, pli] -> [h]`.
+fn sharer_sliding_q4g64_ple_scalar_post(
+    m: &Gemma4,
+    i: usize,
+    a: &[Array],
+) -> Result<Vec<Array>> {
+    let [h, o, pli] = step::args("sharer_sliding_q4g64_ple_scalar_post", i, a)?;
+    let w = &m.weights.layers[i];
+    let h = blocks::attention_out(m, w, &h, &o)?;
+    let h = blocks::dense_ffn(m, w, &h)?;
+    let h = blocks::per_layer_gate(m, blocks::ple_weights(w, i)?, &h, &pli)?;
+    let h = blocks::layer_scalar(&h, blocks::scalar_weight(w, i)?)?;
+    Ok(vec![h])
+}
+
 /// Layers 24-28, 30-34, 36-40. Sliding attention over the 4-bit group-64 K/V its donor
 /// fetched this step; dense MLP; per-layer-input gate; layer scalar.
 fn sharer_sliding_q4g64_ple_scalar(
-    m: &Gemma4,
+    s: &mut Step<'_>,
     i: usize,
     h: &Array,
     shared: &SharedKv,
-    mask: &AttnMask,
-    inputs: &StepInputs,
 ) -> Result<Array> {
-    let w = &m.weights.layers[i];
-    let head_dim = m.config.head_dim as i32;
-    let x = blocks::input_norm(m, w, h)?;
-    let q = blocks::queries(m, &w.attn, &x, head_dim)?;
+    let m = s.m;
     let Kv::Quant { keys, values, spec: Q4G64 } = &shared.kv else {
         return Err(unexpected_kv(i, "4-bit group-64"));
     };
+    let [q] = s.run(i, Stage::Pre, sharer_sliding_q4g64_ple_scalar_pre, &[h])?;
     let q = blocks::rope(&m.rope_sliding, &q, shared.offset)?;
-    let o = sdpa_quantized(&q, keys, values, Q4G64, mask)?;
-    let h = blocks::attention_out(m, w, h, &o)?;
+    let o = sdpa_quantized(&q, keys, values, Q4G64, s.mask(LayerType::Sliding))?;
+    let pli = s.per_layer_input(i)?.clone();
+    let [h] = s
+        .run(i, Stage::Post, sharer_sliding_q4g64_ple_scalar_post, &[h, &o, &pli])?;
+    Ok(h)
+}
+
+/// Before RoPE and attention of layers 29, 35, 41: `[h] -> [q]`.
+fn sharer_full_q4g64_ple_scalar_pre(
+    m: &Gemma4,
+    i: usize,
+    a: &[Array],
+) -> Result<Vec<Array>> {
+    let [h] = step::args("sharer_full_q4g64_ple_scalar_pre", i, a)?;
+    let w = &m.weights.layers[i];
+    let x = blocks::input_norm(m, w, &h)?;
+    let q = blocks::queries(m, &w.attn, &x, m.config.global_head_dim as i32)?;
+    Ok(vec![q])
+}
+
+/// After attention of layers 29, 35, 41: `[h, o, pli] -> [h]`.
+fn sharer_full_q4g64_ple_scalar_post(
+    m: &Gemma4,
+    i: usize,
+    a: &[Array],
+) -> Result<Vec<Array>> {
+    let [h, o, pli] = step::args("sharer_full_q4g64_ple_scalar_post", i, a)?;
+    let w = &m.weights.layers[i];
+    let h = blocks::attention_out(m, w, &h, &o)?;
     let h = blocks::dense_ffn(m, w, &h)?;
-    let pli = blocks::per_layer_input(inputs, i as i32)?;
     let h = blocks::per_layer_gate(m, blocks::ple_weights(w, i)?, &h, &pli)?;
-    blocks::layer_scalar(&h, blocks::scalar_weight(w, i)?)
+    let h = blocks::layer_scalar(&h, blocks::scalar_weight(w, i)?)?;
+    Ok(vec![h])
 }
 
 /// Layers 29, 35, 41. Full attention over the 4-bit group-64 K/V its donor fetched this
 /// step; dense MLP; per-layer-input gate; layer scalar.
 fn sharer_full_q4g64_ple_scalar(
-    m: &Gemma4,
+    s: &mut Step<'_>,
     i: usize,
     h: &Array,
     shared: &SharedKv,
-    mask: &AttnMask,
-    inputs: &StepInputs,
 ) -> Result<Array> {
-    let w = &m.weights.layers[i];
-    let head_dim = m.config.global_head_dim as i32;
-    let x = blocks::input_norm(m, w, h)?;
-    let q = blocks::queries(m, &w.attn, &x, head_dim)?;
+    let m = s.m;
     let Kv::Quant { keys, values, spec: Q4G64 } = &shared.kv else {
         return Err(unexpected_kv(i, "4-bit group-64"));
     };
+    let [q] = s.run(i, Stage::Pre, sharer_full_q4g64_ple_scalar_pre, &[h])?;
     let q = blocks::rope(&m.rope_full, &q, shared.offset)?;
-    let o = sdpa_quantized(&q, keys, values, Q4G64, mask)?;
-    let h = blocks::attention_out(m, w, h, &o)?;
-    let h = blocks::dense_ffn(m, w, &h)?;
-    let pli = blocks::per_layer_input(inputs, i as i32)?;
-    let h = blocks::per_layer_gate(m, blocks::ple_weights(w, i)?, &h, &pli)?;
-    blocks::layer_scalar(&h, blocks::scalar_weight(w, i)?)
+    let o = sdpa_quantized(&q, keys, values, Q4G64, s.mask(LayerType::Full))?;
+    let pli = s.per_layer_input(i)?.clone();
+    let [h] = s.run(i, Stage::Post, sharer_full_q4g64_ple_scalar_post, &[h, &o, &pli])?;
+    Ok(h)
 }
 
+/// The stages of each of the 42 layers, compiled for single-token steps.
+const STAGES: [LayerStages; 42] = [
+    LayerStages {
+        pre: donor_sliding_q4g64_ple_scalar_pre,
+        post: donor_sliding_q4g64_ple_scalar_post,
+    },
+    LayerStages {
+        pre: donor_sliding_q4g64_ple_scalar_pre,
+        post: donor_sliding_q4g64_ple_scalar_post,
+    },
+    LayerStages {
+        pre: donor_sliding_q4g64_ple_scalar_pre,
+        post: donor_sliding_q4g64_ple_scalar_post,
+    },
+    LayerStages {
+        pre: donor_sliding_q8g64_ple_scalar_pre,
+        post: donor_sliding_q8g64_ple_scalar_post,
+    },
+    LayerStages {
+        pre: donor_sliding_q8g64_ple_scalar_pre,
+        post: donor_sliding_q8g64_ple_scalar_post,
+    },
+    LayerStages {
+        pre: donor_full_q4g64_ple_scalar_pre,
+        post: donor_full_q4g64_ple_scalar_post,
+    },
+    LayerStages {
+        pre: donor_sliding_q4g64_ple_scalar_pre,
+        post: donor_sliding_q4g64_ple_scalar_post,
+    },
+    LayerStages {
+        pre: donor_sliding_q4g64_ple_scalar_pre,
+        post: donor_sliding_q4g64_ple_scalar_post,
+    },
+    LayerStages {
+        pre: donor_sliding_q4g64_ple_scalar_pre,
+        post: donor_sliding_q4g64_ple_scalar_post,
+    },
+    LayerStages {
+        pre: donor_sliding_q8g64_ple_scalar_pre,
+        post: donor_sliding_q8g64_ple_scalar_post,
+    },
+    LayerStages {
+        pre: donor_sliding_q8g64_ple_scalar_pre,
+        post: donor_sliding_q8g64_ple_scalar_post,
+    },
+    LayerStages {
+        pre: donor_full_q8g64_ple_scalar_pre,
+        post: donor_full_q8g64_ple_scalar_post,
+    },
+    LayerStages {
+        pre: donor_sliding_q4g64_ple_scalar_pre,
+        post: donor_sliding_q4g64_ple_scalar_post,
+    },
+    LayerStages {
+        pre: donor_sliding_q4g64_ple_scalar_pre,
+        post: donor_sliding_q4g64_ple_scalar_post,
+    },
+    LayerStages {
+        pre: donor_sliding_q8g64_ple_scalar_pre,
+        post: donor_sliding_q8g64_ple_scalar_post,
+    },
+    LayerStages {
+        pre: donor_sliding_q4g64_ple_scalar_pre,
+        post: donor_sliding_q4g64_ple_scalar_post,
+    },
+    LayerStages {
+        pre: donor_sliding_q4g64_ple_scalar_pre,
+        post: donor_sliding_q4g64_ple_scalar_post,
+    },
+    LayerStages {
+        pre: donor_full_q4g64_ple_scalar_pre,
+        post: donor_full_q4g64_ple_scalar_post,
+    },
+    LayerStages {
+        pre: donor_sliding_q4g64_ple_scalar_pre,
+        post: donor_sliding_q4g64_ple_scalar_post,
+    },
+    LayerStages {
+        pre: donor_sliding_q4g64_ple_scalar_pre,
+        post: donor_sliding_q4g64_ple_scalar_post,
+    },
+    LayerStages {
+        pre: donor_sliding_q4g64_ple_scalar_pre,
+        post: donor_sliding_q4g64_ple_scalar_post,
+    },
+    LayerStages {
+        pre: donor_sliding_q4g64_ple_scalar_pre,
+        post: donor_sliding_q4g64_ple_scalar_post,
+    },
+    LayerStages {
+        pre: donor_sliding_q4g64_ple_scalar_export_pre,
+        post: donor_sliding_q4g64_ple_scalar_export_post,
+    },
+    LayerStages {
+        pre: donor_full_q4g64_ple_scalar_export_pre,
+        post: donor_full_q4g64_ple_scalar_export_post,
+    },
+    LayerStages {
+        pre: sharer_sliding_q4g64_ple_scalar_pre,
+        post: sharer_sliding_q4g64_ple_scalar_post,
+    },
+    LayerStages {
+        pre: sharer_sliding_q4g64_ple_scalar_pre,
+        post: sharer_sliding_q4g64_ple_scalar_post,
+    },
+    LayerStages {
+        pre: sharer_sliding_q4g64_ple_scalar_pre,
+        post: sharer_sliding_q4g64_ple_scalar_post,
+    },
+    LayerStages {
+        pre: sharer_sliding_q4g64_ple_scalar_pre,
+        post: sharer_sliding_q4g64_ple_scalar_post,
+    },
+    LayerStages {
+        pre: sharer_sliding_q4g64_ple_scalar_pre,
+        post: sharer_sliding_q4g64_ple_scalar_post,
+    },
+    LayerStages {
+        pre: sharer_full_q4g64_ple_scalar_pre,
+        post: sharer_full_q4g64_ple_scalar_post,
+    },
+    LayerStages {
+        pre: sharer_sliding_q4g64_ple_scalar_pre,
+        post: sharer_sliding_q4g64_ple_scalar_post,
+    },
+    LayerStages {
+        pre: sharer_sliding_q4g64_ple_scalar_pre,
+        post: sharer_sliding_q4g64_ple_scalar_post,
+    },
+    LayerStages {
+        pre: sharer_sliding_q4g64_ple_scalar_pre,
+        post: sharer_sliding_q4g64_ple_scalar_post,
+    },
+    LayerStages {
+        pre: sharer_sliding_q4g64_ple_scalar_pre,
+        post: sharer_sliding_q4g64_ple_scalar_post,
+    },
+    LayerStages {
+        pre: sharer_sliding_q4g64_ple_scalar_pre,
+        post: sharer_sliding_q4g64_ple_scalar_post,
+    },
+    LayerStages {
+        pre: sharer_full_q4g64_ple_scalar_pre,
+        post: sharer_full_q4g64_ple_scalar_post,
+    },
+    LayerStages {
+        pre: sharer_sliding_q4g64_ple_scalar_pre,
+        post: sharer_sliding_q4g64_ple_scalar_post,
+    },
+    LayerStages {
+        pre: sharer_sliding_q4g64_ple_scalar_pre,
+        post: sharer_sliding_q4g64_ple_scalar_post,
+    },
+    LayerStages {
+        pre: sharer_sliding_q4g64_ple_scalar_pre,
+        post: sharer_sliding_q4g64_ple_scalar_post,
+    },
+    LayerStages {
+        pre: sharer_sliding_q4g64_ple_scalar_pre,
+        post: sharer_sliding_q4g64_ple_scalar_post,
+    },
+    LayerStages {
+        pre: sharer_sliding_q4g64_ple_scalar_pre,
+        post: sharer_sliding_q4g64_ple_scalar_post,
+    },
+    LayerStages {
+        pre: sharer_full_q4g64_ple_scalar_pre,
+        post: sharer_full_q4g64_ple_scalar_post,
+    },
+];
+
 /// The 42 layers of gemma4-e4b, unrolled: one call per layer, every cache kind and
-/// quantization resolved. The caches must be exactly [`CACHE_SIGNATURES`] (the model's
-/// guard checks before calling; here a mismatch is an error).
+/// quantization resolved. With `segments` (single-token steps) every stage runs compiled.
+/// The caches must be exactly [`CACHE_SIGNATURES`] (the model's guard checks before
+/// calling; here a mismatch is an error).
 pub fn forward_layers(
     m: &Gemma4,
     tokens: &Array,
     caches: &mut [AnyCache],
+    segments: Option<&mut DecodeSegments>,
 ) -> Result<Array> {
-    let inputs = blocks::embed(m, tokens)?;
-    let masks = blocks::masks(m, caches, inputs.len)?;
-    let sliding = &masks.sliding;
-    let full = &masks.full;
+    let mut s = Step::new(m, tokens, caches, segments)?;
     let [AnyCache::RotatingQuant(c0), AnyCache::RotatingQuant(c1),
     AnyCache::RotatingQuant(c2), AnyCache::RotatingQuant(c3),
     AnyCache::RotatingQuant(c4), AnyCache::Quant(c5), AnyCache::RotatingQuant(c6),
@@ -326,63 +691,50 @@ pub fn forward_layers(
     else {
         return Err(cache_mismatch(caches));
     };
-    let h = donor_sliding_q4g64_ple_scalar(m, 0, &inputs.h, c0, sliding, &inputs)?;
-    let h = donor_sliding_q4g64_ple_scalar(m, 1, &h, c1, sliding, &inputs)?;
-    let h = donor_sliding_q4g64_ple_scalar(m, 2, &h, c2, sliding, &inputs)?;
-    let h = donor_sliding_q8g64_ple_scalar(m, 3, &h, c3, sliding, &inputs)?;
-    let h = donor_sliding_q8g64_ple_scalar(m, 4, &h, c4, sliding, &inputs)?;
-    let h = donor_full_q4g64_ple_scalar(m, 5, &h, c5, full, &inputs)?;
-    let h = donor_sliding_q4g64_ple_scalar(m, 6, &h, c6, sliding, &inputs)?;
-    let h = donor_sliding_q4g64_ple_scalar(m, 7, &h, c7, sliding, &inputs)?;
-    let h = donor_sliding_q4g64_ple_scalar(m, 8, &h, c8, sliding, &inputs)?;
-    let h = donor_sliding_q8g64_ple_scalar(m, 9, &h, c9, sliding, &inputs)?;
-    let h = donor_sliding_q8g64_ple_scalar(m, 10, &h, c10, sliding, &inputs)?;
-    let h = donor_full_q8g64_ple_scalar(m, 11, &h, c11, full, &inputs)?;
-    let h = donor_sliding_q4g64_ple_scalar(m, 12, &h, c12, sliding, &inputs)?;
-    let h = donor_sliding_q4g64_ple_scalar(m, 13, &h, c13, sliding, &inputs)?;
-    let h = donor_sliding_q8g64_ple_scalar(m, 14, &h, c14, sliding, &inputs)?;
-    let h = donor_sliding_q4g64_ple_scalar(m, 15, &h, c15, sliding, &inputs)?;
-    let h = donor_sliding_q4g64_ple_scalar(m, 16, &h, c16, sliding, &inputs)?;
-    let h = donor_full_q4g64_ple_scalar(m, 17, &h, c17, full, &inputs)?;
-    let h = donor_sliding_q4g64_ple_scalar(m, 18, &h, c18, sliding, &inputs)?;
-    let h = donor_sliding_q4g64_ple_scalar(m, 19, &h, c19, sliding, &inputs)?;
-    let h = donor_sliding_q4g64_ple_scalar(m, 20, &h, c20, sliding, &inputs)?;
-    let h = donor_sliding_q4g64_ple_scalar(m, 21, &h, c21, sliding, &inputs)?;
-    let (h, shared22) = donor_sliding_q4g64_ple_scalar_export(
-        m,
-        22,
-        &h,
-        c22,
-        sliding,
-        &inputs,
-    )?;
-    let (h, shared23) = donor_full_q4g64_ple_scalar_export(
-        m,
-        23,
-        &h,
-        c23,
-        full,
-        &inputs,
-    )?;
-    let h = sharer_sliding_q4g64_ple_scalar(m, 24, &h, &shared22, sliding, &inputs)?;
-    let h = sharer_sliding_q4g64_ple_scalar(m, 25, &h, &shared22, sliding, &inputs)?;
-    let h = sharer_sliding_q4g64_ple_scalar(m, 26, &h, &shared22, sliding, &inputs)?;
-    let h = sharer_sliding_q4g64_ple_scalar(m, 27, &h, &shared22, sliding, &inputs)?;
-    let h = sharer_sliding_q4g64_ple_scalar(m, 28, &h, &shared22, sliding, &inputs)?;
-    let h = sharer_full_q4g64_ple_scalar(m, 29, &h, &shared23, full, &inputs)?;
-    let h = sharer_sliding_q4g64_ple_scalar(m, 30, &h, &shared22, sliding, &inputs)?;
-    let h = sharer_sliding_q4g64_ple_scalar(m, 31, &h, &shared22, sliding, &inputs)?;
-    let h = sharer_sliding_q4g64_ple_scalar(m, 32, &h, &shared22, sliding, &inputs)?;
-    let h = sharer_sliding_q4g64_ple_scalar(m, 33, &h, &shared22, sliding, &inputs)?;
-    let h = sharer_sliding_q4g64_ple_scalar(m, 34, &h, &shared22, sliding, &inputs)?;
-    let h = sharer_full_q4g64_ple_scalar(m, 35, &h, &shared23, full, &inputs)?;
-    let h = sharer_sliding_q4g64_ple_scalar(m, 36, &h, &shared22, sliding, &inputs)?;
-    let h = sharer_sliding_q4g64_ple_scalar(m, 37, &h, &shared22, sliding, &inputs)?;
-    let h = sharer_sliding_q4g64_ple_scalar(m, 38, &h, &shared22, sliding, &inputs)?;
-    let h = sharer_sliding_q4g64_ple_scalar(m, 39, &h, &shared22, sliding, &inputs)?;
-    let h = sharer_sliding_q4g64_ple_scalar(m, 40, &h, &shared22, sliding, &inputs)?;
-    let h = sharer_full_q4g64_ple_scalar(m, 41, &h, &shared23, full, &inputs)?;
-    blocks::head(m, &h)
+    let h = s.h.clone();
+    let h = donor_sliding_q4g64_ple_scalar(&mut s, 0, &h, c0)?;
+    let h = donor_sliding_q4g64_ple_scalar(&mut s, 1, &h, c1)?;
+    let h = donor_sliding_q4g64_ple_scalar(&mut s, 2, &h, c2)?;
+    let h = donor_sliding_q8g64_ple_scalar(&mut s, 3, &h, c3)?;
+    let h = donor_sliding_q8g64_ple_scalar(&mut s, 4, &h, c4)?;
+    let h = donor_full_q4g64_ple_scalar(&mut s, 5, &h, c5)?;
+    let h = donor_sliding_q4g64_ple_scalar(&mut s, 6, &h, c6)?;
+    let h = donor_sliding_q4g64_ple_scalar(&mut s, 7, &h, c7)?;
+    let h = donor_sliding_q4g64_ple_scalar(&mut s, 8, &h, c8)?;
+    let h = donor_sliding_q8g64_ple_scalar(&mut s, 9, &h, c9)?;
+    let h = donor_sliding_q8g64_ple_scalar(&mut s, 10, &h, c10)?;
+    let h = donor_full_q8g64_ple_scalar(&mut s, 11, &h, c11)?;
+    let h = donor_sliding_q4g64_ple_scalar(&mut s, 12, &h, c12)?;
+    let h = donor_sliding_q4g64_ple_scalar(&mut s, 13, &h, c13)?;
+    let h = donor_sliding_q8g64_ple_scalar(&mut s, 14, &h, c14)?;
+    let h = donor_sliding_q4g64_ple_scalar(&mut s, 15, &h, c15)?;
+    let h = donor_sliding_q4g64_ple_scalar(&mut s, 16, &h, c16)?;
+    let h = donor_full_q4g64_ple_scalar(&mut s, 17, &h, c17)?;
+    let h = donor_sliding_q4g64_ple_scalar(&mut s, 18, &h, c18)?;
+    let h = donor_sliding_q4g64_ple_scalar(&mut s, 19, &h, c19)?;
+    let h = donor_sliding_q4g64_ple_scalar(&mut s, 20, &h, c20)?;
+    let h = donor_sliding_q4g64_ple_scalar(&mut s, 21, &h, c21)?;
+    let (h, shared22) = donor_sliding_q4g64_ple_scalar_export(&mut s, 22, &h, c22)?;
+    let (h, shared23) = donor_full_q4g64_ple_scalar_export(&mut s, 23, &h, c23)?;
+    let h = sharer_sliding_q4g64_ple_scalar(&mut s, 24, &h, &shared22)?;
+    let h = sharer_sliding_q4g64_ple_scalar(&mut s, 25, &h, &shared22)?;
+    let h = sharer_sliding_q4g64_ple_scalar(&mut s, 26, &h, &shared22)?;
+    let h = sharer_sliding_q4g64_ple_scalar(&mut s, 27, &h, &shared22)?;
+    let h = sharer_sliding_q4g64_ple_scalar(&mut s, 28, &h, &shared22)?;
+    let h = sharer_full_q4g64_ple_scalar(&mut s, 29, &h, &shared23)?;
+    let h = sharer_sliding_q4g64_ple_scalar(&mut s, 30, &h, &shared22)?;
+    let h = sharer_sliding_q4g64_ple_scalar(&mut s, 31, &h, &shared22)?;
+    let h = sharer_sliding_q4g64_ple_scalar(&mut s, 32, &h, &shared22)?;
+    let h = sharer_sliding_q4g64_ple_scalar(&mut s, 33, &h, &shared22)?;
+    let h = sharer_sliding_q4g64_ple_scalar(&mut s, 34, &h, &shared22)?;
+    let h = sharer_full_q4g64_ple_scalar(&mut s, 35, &h, &shared23)?;
+    let h = sharer_sliding_q4g64_ple_scalar(&mut s, 36, &h, &shared22)?;
+    let h = sharer_sliding_q4g64_ple_scalar(&mut s, 37, &h, &shared22)?;
+    let h = sharer_sliding_q4g64_ple_scalar(&mut s, 38, &h, &shared22)?;
+    let h = sharer_sliding_q4g64_ple_scalar(&mut s, 39, &h, &shared22)?;
+    let h = sharer_sliding_q4g64_ple_scalar(&mut s, 40, &h, &shared22)?;
+    let h = sharer_full_q4g64_ple_scalar(&mut s, 41, &h, &shared23)?;
+    s.finish(&h)
 }
 
 /// `forward_layers` handed caches other than [`CACHE_SIGNATURES`].
@@ -407,6 +759,7 @@ pub struct Gemma4E4b {
     model: Rc<Gemma4>,
     plan_matches: bool,
     fast_path_calls: Cell<u64>,
+    segments: RefCell<Option<DecodeSegments>>,
 }
 
 impl Gemma4E4b {
@@ -417,6 +770,7 @@ impl Gemma4E4b {
             model,
             plan_matches,
             fast_path_calls: Cell::new(0),
+            segments: RefCell::new(None),
         }
     }
 }
@@ -427,7 +781,13 @@ impl LanguageModel for Gemma4E4b {
             return monolith::forward(&self.model, tokens, caches);
         }
         self.fast_path_calls.set(self.fast_path_calls.get() + 1);
-        forward_layers(&self.model, tokens, caches)
+        if tokens.ndim() == 2 && tokens.dim(1) == 1 && step::compiles(&self.model) {
+            let mut segments = self.segments.borrow_mut();
+            let segments = segments
+                .get_or_insert_with(|| DecodeSegments::new(&self.model, &STAGES));
+            return forward_layers(&self.model, tokens, caches, Some(segments));
+        }
+        forward_layers(&self.model, tokens, caches, None)
     }
     fn plan(&self) -> &ModelPlan {
         &self.model.plan

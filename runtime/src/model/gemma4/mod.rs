@@ -2,6 +2,7 @@
 
 pub mod blocks;
 pub mod monolith;
+pub mod step;
 pub mod weights;
 
 use std::path::Path;

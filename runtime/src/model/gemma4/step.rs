@@ -1,0 +1,261 @@
+//! One forward step as generated code runs it: the step's inputs (residual stream,
+//! per-layer inputs, masks) and the stages of each layer, run directly or through their
+//! compiled segments.
+//!
+//! A layer's stages are the parts with shapes fixed by the model, not by the caches: what
+//! comes before RoPE and the cache update (norms, projections) and what comes after
+//! attention (output projection, feed-forward, per-layer input, scalar).
+//! For single-token steps they are compiled once (mlx `compile`) and replayed: their
+//! elementwise chains fuse and their graphs are not rebuilt op by op every step. Cache
+//! updates and attention, whose shapes grow with the cache, run eagerly between them, and
+//! so does RoPE: on the CPU it is a composition of ops whose compiled (fused) form rounds
+//! differently from the reference, which the parity gate catches.
+
+use std::rc::Rc;
+
+use mlx_rs::Array;
+use mlx_rs::error::Exception;
+
+use super::Gemma4;
+use super::blocks::{self, StepInputs, StepMasks};
+use crate::cache::AnyCache;
+use crate::config::LayerType;
+use crate::error::{Error, Result};
+use crate::nn::mask::AttnMask;
+
+/// Whether generated models compile their single-token steps (on by default, or as the
+/// environment variable `MLX_AOT_COMPILED_DECODE=0|1` says; the benchmark turns it off
+/// to measure what compiling buys).
+pub fn set_compiled_decode(on: bool) {
+    COMPILED_DECODE.with(|c| c.set(on));
+}
+
+/// See [`set_compiled_decode`].
+pub fn compiled_decode() -> bool {
+    COMPILED_DECODE.with(|c| c.get())
+}
+
+/// Whether `m`'s single-token steps run compiled: when [`compiled_decode`] is on and the
+/// activations are 16-bit. With float32 activations (float32 checkpoints; MLX's CPU
+/// `gather_mm` takes nothing else), the compiled post-attention stage of MoE layers
+/// rounds differently from the unfused reference, which the parity gate shows; those
+/// models run their straight-line code without compiling.
+pub fn compiles(m: &Gemma4) -> bool {
+    compiled_decode()
+        && matches!(
+            m.weights.dtype,
+            mlx_rs::Dtype::Bfloat16 | mlx_rs::Dtype::Float16
+        )
+}
+
+thread_local! {
+    static COMPILED_DECODE: std::cell::Cell<bool> =
+        std::cell::Cell::new(std::env::var("MLX_AOT_COMPILED_DECODE").map_or(true, |v| v != "0"));
+}
+
+/// A stage: `(model, layer, inputs) -> outputs`.
+pub type StageFn = fn(&Gemma4, usize, &[Array]) -> Result<Vec<Array>>;
+
+/// The two stages of a layer: before the cache update, after attention.
+#[derive(Debug, Clone, Copy)]
+pub struct LayerStages {
+    /// Norms and projections: `[h] -> [q, k, v]` (donors) or `[q]` (sharers).
+    pub pre: StageFn,
+    /// Output projection onwards: `[h, o, pli?] -> [h]`.
+    pub post: StageFn,
+}
+
+type Compiled = Box<dyn FnMut(&[Array]) -> std::result::Result<Vec<Array>, Exception>>;
+
+/// A stage compiled for one layer of one model.
+pub struct Segment {
+    compiled: Compiled,
+}
+
+impl std::fmt::Debug for Segment {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("Segment")
+    }
+}
+
+impl Segment {
+    /// Compiles `stage` of `layer` (traced at its first call, per input shape).
+    pub fn new(model: Rc<Gemma4>, layer: usize, stage: StageFn) -> Self {
+        let f = move |args: &[Array]| -> std::result::Result<Vec<Array>, Exception> {
+            stage(&model, layer, args).map_err(|e| Exception::custom(e.to_string()))
+        };
+        Segment {
+            compiled: Box::new(mlx_rs::transforms::compile::compile(f, false)),
+        }
+    }
+
+    /// Runs the compiled stage.
+    pub fn call(&mut self, args: &[Array]) -> Result<Vec<Array>> {
+        Ok((self.compiled)(args)?)
+    }
+}
+
+/// The compiled segments of a model's single-token step.
+#[derive(Debug)]
+pub struct DecodeSegments {
+    embed: Segment,
+    pre: Vec<Segment>,
+    post: Vec<Segment>,
+    head: Segment,
+}
+
+impl DecodeSegments {
+    /// Compiles every stage of `layers` (one entry per layer) for `model`.
+    pub fn new(model: &Rc<Gemma4>, layers: &[LayerStages]) -> Self {
+        DecodeSegments {
+            embed: Segment::new(model.clone(), 0, embed_stage),
+            pre: layers
+                .iter()
+                .enumerate()
+                .map(|(i, s)| Segment::new(model.clone(), i, s.pre))
+                .collect(),
+            post: layers
+                .iter()
+                .enumerate()
+                .map(|(i, s)| Segment::new(model.clone(), i, s.post))
+                .collect(),
+            head: Segment::new(model.clone(), 0, head_stage),
+        }
+    }
+}
+
+/// Which stage of a layer.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Stage {
+    /// Before the cache update.
+    Pre,
+    /// After attention.
+    Post,
+}
+
+/// One forward step in progress.
+pub struct Step<'a> {
+    /// The model.
+    pub m: &'a Gemma4,
+    /// The residual stream entering layer 0.
+    pub h: Array,
+    per_layer: Vec<Array>,
+    masks: StepMasks,
+    segments: Option<&'a mut DecodeSegments>,
+}
+
+impl<'a> Step<'a> {
+    /// Starts a step over `tokens` `[B, L]`: embedding, per-layer inputs (sliced per layer
+    /// up front), masks from the caches. With `segments`, the step must be single-token
+    /// and every stage runs compiled.
+    pub fn new(
+        m: &'a Gemma4,
+        tokens: &Array,
+        caches: &[AnyCache],
+        mut segments: Option<&'a mut DecodeSegments>,
+    ) -> Result<Self> {
+        let (h, per_layer) = match segments.as_deref_mut() {
+            Some(s) => {
+                if tokens.ndim() != 2 || tokens.dim(1) != 1 {
+                    return Err(Error::Request(format!(
+                        "the compiled step takes one token per row, got tokens of shape {:?}",
+                        tokens.shape()
+                    )));
+                }
+                let mut out = s.embed.call(std::slice::from_ref(tokens))?;
+                let h = out.remove(0);
+                (h, out)
+            }
+            None => {
+                let mut out = embed_stage(m, 0, std::slice::from_ref(tokens))?;
+                let h = out.remove(0);
+                (h, out)
+            }
+        };
+        let masks = blocks::masks(m, caches, tokens.dim(-1))?;
+        Ok(Step {
+            m,
+            h,
+            per_layer,
+            masks,
+            segments,
+        })
+    }
+
+    /// The mask of a layer type.
+    pub fn mask(&self, t: LayerType) -> &AttnMask {
+        self.masks.of(t)
+    }
+
+    /// Layer `i`'s per-layer input `[B, L, P]`.
+    pub fn per_layer_input(&self, i: usize) -> Result<&Array> {
+        self.per_layer.get(i).ok_or_else(|| {
+            Error::Unsupported(format!("layer {i} has no per-layer input in this model"))
+        })
+    }
+
+    /// Runs `stage` of layer `i` on `args`, compiled when this step has segments,
+    /// returning exactly `N` outputs.
+    pub fn run<const N: usize>(
+        &mut self,
+        i: usize,
+        stage: Stage,
+        f: StageFn,
+        args: &[&Array],
+    ) -> Result<[Array; N]> {
+        let args: Vec<Array> = args.iter().map(|a| (*a).clone()).collect();
+        let out = match self.segments.as_deref_mut() {
+            Some(s) => {
+                let seg = match stage {
+                    Stage::Pre => s.pre.get_mut(i),
+                    Stage::Post => s.post.get_mut(i),
+                };
+                seg.ok_or_else(|| Error::Unsupported(format!("no compiled segment for layer {i}")))?
+                    .call(&args)?
+            }
+            None => f(self.m, i, &args)?,
+        };
+        let n = out.len();
+        out.try_into().map_err(|_| {
+            Error::Unsupported(format!(
+                "stage {stage:?} of layer {i} returned {n} arrays, expected {N}"
+            ))
+        })
+    }
+
+    /// Final norm, head and softcap of the residual stream `h`.
+    pub fn finish(self, h: &Array) -> Result<Array> {
+        match self.segments {
+            Some(s) => Ok(s.head.call(std::slice::from_ref(h))?.remove(0)),
+            None => Ok(head_stage(self.m, 0, std::slice::from_ref(h))?.remove(0)),
+        }
+    }
+}
+
+/// `[tokens] -> [h, pli_0, .., pli_{N-1}]` (no per-layer inputs without PLE tables).
+fn embed_stage(m: &Gemma4, _layer: usize, args: &[Array]) -> Result<Vec<Array>> {
+    let inputs: StepInputs = blocks::embed(m, &args[0])?;
+    let mut out = Vec::with_capacity(1 + m.config.num_hidden_layers);
+    out.push(inputs.h.clone());
+    if inputs.per_layer.is_some() {
+        for i in 0..m.config.num_hidden_layers {
+            out.push(blocks::per_layer_input(&inputs, i as i32)?);
+        }
+    }
+    Ok(out)
+}
+
+/// `[h] -> [logits]`.
+fn head_stage(m: &Gemma4, _layer: usize, args: &[Array]) -> Result<Vec<Array>> {
+    Ok(vec![blocks::head(m, &args[0])?])
+}
+
+/// Checks a stage's inputs: exactly `N` arrays.
+pub fn args<const N: usize>(stage: &str, layer: usize, a: &[Array]) -> Result<[Array; N]> {
+    let n = a.len();
+    a.to_vec().try_into().map_err(|_| {
+        Error::Unsupported(format!(
+            "{stage} of layer {layer} takes {N} inputs, got {n}"
+        ))
+    })
+}
