@@ -1,4 +1,4 @@
-//! The `mlx-aot` binary: run, logits, synth, inspect, plan.
+//! The `mlx-aot` binary: run, logits, synth, inspect, plan, bench.
 //!
 //! Every failure ends as one line on stderr (`error: ...`) and a non-zero exit; a panic
 //! hook turns the unexpected into one line too.
@@ -14,6 +14,7 @@ macro_rules! outln {
     }};
 }
 
+mod bench;
 mod figures;
 mod inspect;
 mod logits;
@@ -48,6 +49,8 @@ enum Command {
     Inspect(inspect::Args),
     /// The memory plan of a model at a context length.
     Plan(plan::Args),
+    /// Measure the monolith, the generated path and mlx-lm side by side.
+    Bench(bench::Args),
 }
 
 fn main() -> ExitCode {
@@ -76,6 +79,7 @@ fn main() -> ExitCode {
         Command::Synth(a) => synth::main(a),
         Command::Inspect(a) => inspect::main(a),
         Command::Plan(a) => plan::main(a),
+        Command::Bench(a) => bench::main(a),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,

@@ -38,12 +38,14 @@ macro_rules! preset {
 }
 
 /// Every preset, in name order.
-pub const PRESETS: [Preset; 5] = [
+pub const PRESETS: [Preset; 7] = [
     preset!("gemma4-12b", kv),
     preset!("gemma4-26b-a4b", kv),
+    preset!("gemma4-26b-a4b-float"),
     preset!("gemma4-31b"),
     preset!("gemma4-e2b"),
     preset!("gemma4-e4b", kv),
+    preset!("gemma4-e4b-float"),
 ];
 
 impl Preset {

@@ -129,6 +129,7 @@ pub fn main(a: Args) -> Result<()> {
         stop_tokens,
         prefill_chunk: a.prefill_chunk,
         kv_layout: layout,
+        pipeline: true,
     };
 
     let mut stdout = std::io::stdout().lock();

@@ -393,8 +393,9 @@ fn logits_of_monolith_and_generated_are_byte_identical() {
         path(dir),
         "--tokens",
         "1,2,3",
+        // Every cache at 8 bits: a layout no generated model was made for.
         "--kv",
-        "float",
+        "8",
         "--impl",
         "generated",
         "--out",
@@ -402,7 +403,7 @@ fn logits_of_monolith_and_generated_are_byte_identical() {
     ]);
     assert!(err.contains("refusing to fall back"), "{err}");
     assert!(!scratch().join("never.safetensors").exists());
-    let (_, line) = walk("auto", "float");
+    let (_, line) = walk("auto", "8");
     assert!(line.contains("gemma4-monolith"), "{line}");
 }
 
@@ -442,13 +443,24 @@ fn inspect_shows_the_plan_fingerprint_and_matching_implementation() {
         "--model",
         path(dir),
         "--kv",
-        "float",
+        "8",
         "--json",
     ]))
     .unwrap();
     assert_eq!(j["implementation"], Value::Null);
     assert_ne!(j["fingerprint"], fingerprint);
-    assert!(ok(&["inspect", "--model", path(dir), "--kv", "float"]).contains("monolith only"));
+    assert!(ok(&["inspect", "--model", path(dir), "--kv", "8"]).contains("monolith only"));
+    // Float caches have their own generated model.
+    let j: Value = serde_json::from_str(&ok(&[
+        "inspect",
+        "--model",
+        path(dir),
+        "--kv",
+        "float",
+        "--json",
+    ]))
+    .unwrap();
+    assert_eq!(j["implementation"], "gemma4-e4b-float-generated");
 }
 
 fn plan_json(args: &[&str]) -> Value {

@@ -6,12 +6,14 @@
 use runtime::registry::Implementation;
 
 /// The generated implementations, one per model, in name order.
-pub const IMPLEMENTATIONS: [Implementation; 5] = [
+pub const IMPLEMENTATIONS: [Implementation; 7] = [
     crate::models::gemma4_12b::IMPLEMENTATION,
     crate::models::gemma4_26b_a4b::IMPLEMENTATION,
+    crate::models::gemma4_26b_a4b_float::IMPLEMENTATION,
     crate::models::gemma4_31b::IMPLEMENTATION,
     crate::models::gemma4_e2b::IMPLEMENTATION,
     crate::models::gemma4_e4b::IMPLEMENTATION,
+    crate::models::gemma4_e4b_float::IMPLEMENTATION,
 ];
 
 /// [`IMPLEMENTATIONS`] as the list `Registry::new` takes.

@@ -111,14 +111,14 @@ impl fmt::Display for Report {
         )?;
         writeln!(
             f,
-            "{:<24} {:<16} {:>7} {:>13} {:>9} {:>9} {:>8}",
+            "{:<32} {:<16} {:>7} {:>13} {:>9} {:>9} {:>8}",
             "model", "fingerprint", "steps", "bytes", "fast", "fallback", "time"
         )?;
         let mut total = ModelReport::default();
         for m in &self.models {
             writeln!(
                 f,
-                "{:<24} {:<16} {:>7} {:>13} {:>9} {:>9} {:>7.1}s",
+                "{:<32} {:<16} {:>7} {:>13} {:>9} {:>9} {:>7.1}s",
                 m.id,
                 m.fingerprint,
                 m.steps,
@@ -135,7 +135,7 @@ impl fmt::Display for Report {
         }
         write!(
             f,
-            "{:<24} {:<16} {:>7} {:>13} {:>9} {:>9} {:>7.1}s",
+            "{:<32} {:<16} {:>7} {:>13} {:>9} {:>9} {:>7.1}s",
             format!("{} models", self.models.len()),
             "",
             total.steps,

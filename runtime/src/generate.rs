@@ -30,6 +30,9 @@ pub struct GenerateOptions {
     pub prefill_chunk: usize,
     /// Which caches to quantize once they hold tokens (float layout: none).
     pub kv_layout: KvLayout,
+    /// Build step t+1's graph (from the not yet computed token of step t) while step t
+    /// evaluates, as mlx-lm's `async_eval` loop does.
+    pub pipeline: bool,
 }
 
 /// What the caller wants after each token.
@@ -148,7 +151,22 @@ pub fn generate(
     let mut out = Vec::new();
     let mut steps = 0usize;
     let decode_start = Instant::now();
+    // The step after `token`: its graph only, not evaluated.
+    let mut step = |token: &Array, steps: &mut usize| -> Result<Array> {
+        kv_policy::apply(caches, &opts.kv_layout)?;
+        let logits = model.forward(&token.reshape(&[1, 1])?, caches)?;
+        *steps += 1;
+        opts.sampler.sample(&last(&logits)?, *steps as u64)
+    };
     let stop = loop {
+        // With pipelining the next step is built, and queued, before this token is read.
+        let ahead = if opts.pipeline && out.len() + 1 < opts.max_tokens {
+            let n = step(&next, &mut steps)?;
+            mlx_rs::transforms::async_eval([&n])?;
+            Some(n)
+        } else {
+            None
+        };
         let token = next
             .try_index(0)?
             .try_item_exact::<u32>()
@@ -163,11 +181,14 @@ pub fn generate(
         if out.len() >= opts.max_tokens {
             break StopReason::MaxTokens;
         }
-        kv_policy::apply(caches, &opts.kv_layout)?;
-        let logits = model.forward(&row(&[token]), caches)?;
-        steps += 1;
-        next = opts.sampler.sample(&last(&logits)?, steps as u64)?;
-        next.eval()?;
+        next = match ahead {
+            Some(n) => n,
+            None => {
+                let n = step(&next, &mut steps)?;
+                n.eval()?;
+                n
+            }
+        };
     };
     let stats = GenerationStats {
         prompt_tokens: prompt.len(),

@@ -8,6 +8,7 @@ pub mod config;
 pub mod error;
 pub mod fingerprint;
 pub mod generate;
+pub mod graph;
 pub mod guard;
 pub mod json;
 pub mod kv_layout;

@@ -94,6 +94,9 @@ pub fn random_tensors_as(
                     Some(q) => {
                         let (wq, scales, biases) =
                             mlx_rs::ops::quantize(&w, q.group_size as i32, q.bits as i32)?;
+                        // One tensor at a time: the float weight never outlives its
+                        // quantization (a real-shape model fits where its float form would not).
+                        mlx_rs::transforms::eval([&wq, &scales, &biases])?;
                         out.insert(format!("{name}.weight"), wq);
                         out.insert(format!("{name}.scales"), scales);
                         out.insert(format!("{name}.biases"), biases);
@@ -104,6 +107,7 @@ pub fn random_tensors_as(
                         }
                     }
                     None => {
+                        w.eval()?;
                         out.insert(format!("{name}.weight"), w);
                     }
                 }

@@ -58,6 +58,7 @@ fn options(m: &Gemma4Monolith, max_tokens: usize, sampler: Sampler) -> GenerateO
         stop_tokens: vec![],
         prefill_chunk: 2048,
         kv_layout: m.gemma4().kv_layout.clone(),
+        pipeline: true,
     }
 }
 
@@ -100,6 +101,15 @@ fn stop_tokens_end_generation_without_being_emitted() {
     assert_eq!(stats.stop, StopReason::StopToken);
     let cut = first.iter().position(|&t| t == first[2]).unwrap();
     assert_eq!(out, first[..cut]);
+}
+
+#[test]
+fn pipelined_and_sequential_decoding_agree() {
+    let m = model(true);
+    let mut opts = options(&m, 12, Sampler::top_p(0.9, 0.95, 5).unwrap());
+    let pipelined = run(&m, &PROMPT, &opts);
+    opts.pipeline = false;
+    assert_eq!(run(&m, &PROMPT, &opts), pipelined);
 }
 
 #[test]

@@ -7,8 +7,12 @@ pub mod gemma4_12b;
 
 pub mod gemma4_26b_a4b;
 
+pub mod gemma4_26b_a4b_float;
+
 pub mod gemma4_31b;
 
 pub mod gemma4_e2b;
 
 pub mod gemma4_e4b;
+
+pub mod gemma4_e4b_float;

@@ -1,0 +1,470 @@
+//! `mlx-aot bench`: the monolith, the generated path (compiled and not) and mlx-lm on
+//! the same saved weights, in one run: prefill tok/s, time to first token, decode tok/s,
+//! host time per decode step (graph building apart from evaluation), ops per step and
+//! peak memory, over alternating repetitions after a warm-up. Prints a table with
+//! ratios and writes JSON.
+
+use std::path::PathBuf;
+use std::process::Command;
+use std::rc::Rc;
+use std::time::Instant;
+
+use anyhow::{Context, Result, anyhow, bail};
+use runtime::generate::{self, Flow, GenerateOptions};
+use runtime::kv_layout::KvLayout;
+use runtime::mlx_rs::Array;
+use runtime::model::LanguageModel;
+use runtime::model::gemma4::{Gemma4, step};
+use runtime::registry::ImplChoice;
+use runtime::sampling::Sampler;
+use serde_json::{Value, json};
+
+use crate::model_dir::{self, KvChoice, ModelDir};
+
+/// The mlx-lm side, run as a subprocess.
+const MLX_LM_BENCH: &str = include_str!("../bench/mlx_lm_bench.py");
+
+/// Arguments of `mlx-aot bench`.
+#[derive(Debug, clap::Args)]
+pub struct Args {
+    /// The model folder.
+    #[arg(long)]
+    model: PathBuf,
+    /// Prompt tokens.
+    #[arg(long, default_value_t = 512)]
+    prompt: usize,
+    /// Generated tokens per repetition.
+    #[arg(long = "gen", default_value_t = 256)]
+    tokens: usize,
+    /// Timed repetitions of each implementation (alternating).
+    #[arg(long, default_value_t = 3)]
+    reps: usize,
+    /// KV caches: float, config (the folder's kv_config.json) or BITS; default config if
+    /// the folder has one.
+    #[arg(long)]
+    kv: Option<KvChoice>,
+    /// Implementations to measure: monolith, generated (compiled single-token steps),
+    /// generated-eager (not compiled).
+    #[arg(
+        long,
+        value_delimiter = ',',
+        default_value = "monolith,generated,generated-eager"
+    )]
+    impls: Vec<String>,
+    /// Single-token steps timed one at a time (graph building apart from evaluation).
+    #[arg(long, default_value_t = 32)]
+    host_steps: usize,
+    /// Python with mlx-lm 0.32.0 for the third column; `none` to skip. Default: the
+    /// workspace's reference venv if present, else python3 if it imports mlx_lm.
+    #[arg(long)]
+    mlx_lm: Option<String>,
+    /// Write the results as JSON here.
+    #[arg(long)]
+    json: Option<PathBuf>,
+    /// A label for the machine in the report.
+    #[arg(long, default_value = "")]
+    machine: String,
+}
+
+/// Deterministic prompt ids, the same as the mlx-lm script's.
+fn prompt_tokens(n: usize, vocab: usize) -> Vec<u32> {
+    let mut x: u64 = 0x9E37_79B9_7F4A_7C15;
+    (0..n)
+        .map(|_| {
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            (3 + x % (vocab as u64 - 3)) as u32
+        })
+        .collect()
+}
+
+/// One implementation's figures of one repetition.
+#[derive(Debug, Clone, Default)]
+struct Rep {
+    prefill_tok_s: f64,
+    ttft_s: f64,
+    decode_tok_s: f64,
+    peak_memory: u64,
+    fast_path: u64,
+}
+
+/// Figures of the one-step-at-a-time measurement.
+#[derive(Debug, Clone, Default)]
+struct HostSplit {
+    build_ms: Vec<f64>,
+    eval_ms: Vec<f64>,
+    ops: usize,
+}
+
+struct Subject {
+    name: String,
+    model: Box<dyn LanguageModel>,
+    compiled: bool,
+    reps: Vec<Rep>,
+    host: HostSplit,
+}
+
+fn median(v: &[f64]) -> f64 {
+    let mut s: Vec<f64> = v.iter().copied().filter(|x| x.is_finite()).collect();
+    if s.is_empty() {
+        return f64::NAN;
+    }
+    s.sort_by(|a, b| a.total_cmp(b));
+    s[s.len() / 2]
+}
+
+fn min_max(v: &[f64]) -> (f64, f64) {
+    v.iter()
+        .fold((f64::INFINITY, f64::NEG_INFINITY), |(lo, hi), &x| {
+            (lo.min(x), hi.max(x))
+        })
+}
+
+fn subject(name: &str, loaded: &Rc<Gemma4>) -> Result<Subject> {
+    let (choice, compiled) = match name {
+        "monolith" => (ImplChoice::Monolith, false),
+        "generated" => (ImplChoice::Generated, true),
+        "generated-eager" => (ImplChoice::Generated, false),
+        other => bail!("unknown implementation {other:?} (monolith, generated, generated-eager)"),
+    };
+    let model = model_dir::select(loaded.clone(), &choice)?;
+    Ok(Subject {
+        name: name.to_owned(),
+        model,
+        compiled,
+        reps: Vec::new(),
+        host: HostSplit::default(),
+    })
+}
+
+fn options(layout: &KvLayout, tokens: usize) -> GenerateOptions {
+    GenerateOptions {
+        max_tokens: tokens,
+        sampler: Sampler::Greedy,
+        stop_tokens: Vec::new(),
+        prefill_chunk: generate::DEFAULT_PREFILL_CHUNK,
+        kv_layout: layout.clone(),
+        pipeline: true,
+    }
+}
+
+/// One generation: prefill, then `gen` tokens pipelined.
+fn rep(
+    s: &Subject,
+    loaded: &Gemma4,
+    prompt: &[u32],
+    layout: &KvLayout,
+    tokens: usize,
+) -> Result<Rep> {
+    step::set_compiled_decode(s.compiled);
+    let mut caches = loaded.float_caches(1);
+    let (_, stats) = generate::generate(
+        s.model.as_ref(),
+        &mut caches,
+        prompt,
+        &options(layout, tokens),
+        |_| Flow::Continue,
+    )?;
+    Ok(Rep {
+        prefill_tok_s: stats.prefill_tok_s(),
+        ttft_s: stats.time_to_first_token.as_secs_f64(),
+        decode_tok_s: stats.decode_tok_s(),
+        peak_memory: stats.peak_memory as u64,
+        fast_path: stats.fast_path_calls,
+    })
+}
+
+/// After a prefill, `steps` single-token steps one at a time: the time to build each
+/// step's graph, the time to evaluate it, and the ops of one step's graph.
+fn host_split(
+    s: &Subject,
+    loaded: &Gemma4,
+    prompt: &[u32],
+    layout: &KvLayout,
+    steps: usize,
+) -> Result<HostSplit> {
+    step::set_compiled_decode(s.compiled);
+    let mut caches = loaded.float_caches(1);
+    let mut opts = options(layout, 1);
+    opts.pipeline = false;
+    generate::generate(s.model.as_ref(), &mut caches, prompt, &opts, |_| {
+        Flow::Continue
+    })?;
+    let mut out = HostSplit::default();
+    let mut token = Array::from_slice(&[prompt[0] as i32], &[1, 1]);
+    for i in 0..steps + 2 {
+        runtime::kv_policy::apply(&mut caches, layout)?;
+        let t0 = Instant::now();
+        let logits = s.model.forward(&token, &mut caches)?;
+        let next = Sampler::Greedy.sample(&logits.reshape(&[1, -1])?, 0)?;
+        let t1 = Instant::now();
+        if i == 0 {
+            out.ops = runtime::graph::count_ops(&[&next])?;
+        }
+        next.eval()?;
+        let t2 = Instant::now();
+        // The first two steps trace compiled segments; they are not timed.
+        if i >= 2 {
+            out.build_ms.push((t1 - t0).as_secs_f64() * 1e3);
+            out.eval_ms.push((t2 - t1).as_secs_f64() * 1e3);
+        }
+        token = next.reshape(&[1, 1])?;
+    }
+    Ok(out)
+}
+
+/// The python for mlx-lm, if any.
+fn mlx_lm_python(arg: Option<&str>) -> Option<String> {
+    match arg {
+        Some("none") => None,
+        Some(p) => Some(p.to_owned()),
+        None => {
+            let venv =
+                PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../target/mlx-lm-venv/bin/python");
+            let candidates = [venv.display().to_string(), "python3".to_owned()];
+            candidates.into_iter().find(|p| {
+                Command::new(p)
+                    .args(["-c", "import mlx_lm"])
+                    .output()
+                    .is_ok_and(|o| o.status.success())
+            })
+        }
+    }
+}
+
+fn run_mlx_lm(python: &str, a: &Args) -> Result<Value> {
+    let script =
+        std::env::temp_dir().join(format!("mlx-aot-mlx-lm-bench-{}.py", std::process::id()));
+    std::fs::write(&script, MLX_LM_BENCH)
+        .with_context(|| format!("writing {}", script.display()))?;
+    let output = Command::new(python)
+        .arg(&script)
+        .args(["--model", &a.model.display().to_string()])
+        .args([
+            "--prompt",
+            &a.prompt.to_string(),
+            "--gen",
+            &a.tokens.to_string(),
+            "--reps",
+            &a.reps.to_string(),
+        ])
+        .output()
+        .with_context(|| format!("running {python}"));
+    let _ = std::fs::remove_file(&script);
+    let output = output?;
+    if !output.status.success() {
+        let err = String::from_utf8_lossy(&output.stderr);
+        bail!(
+            "mlx-lm failed: {}",
+            err.lines().last().unwrap_or("no output")
+        );
+    }
+    let text = String::from_utf8_lossy(&output.stdout);
+    let line = text
+        .lines()
+        .last()
+        .ok_or_else(|| anyhow!("mlx-lm printed nothing"))?;
+    Ok(serde_json::from_str(line)?)
+}
+
+/// `mlx-aot bench`.
+pub fn main(a: Args) -> Result<()> {
+    if a.reps == 0 || a.tokens < 2 || a.prompt == 0 {
+        bail!("--reps must be >= 1, --gen >= 2 and --prompt >= 1");
+    }
+    let dir = ModelDir::open(&a.model)?;
+    let layout = dir.kv_layout(a.kv)?;
+    let loaded = dir.load(layout.clone())?;
+    let vocab = loaded.config.vocab_size;
+    let prompt = prompt_tokens(a.prompt, vocab);
+    let mut subjects: Vec<Subject> = a
+        .impls
+        .iter()
+        .map(|n| subject(n, &loaded))
+        .collect::<Result<_>>()?;
+
+    // Warm-up: kernels compiled (the GPU's first forward JITs them), segments traced.
+    let warm = Instant::now();
+    for s in &subjects {
+        rep(s, &loaded, &prompt, &layout, 8)?;
+    }
+    let warmup_s = warm.elapsed().as_secs_f64();
+    eprintln!("warm-up {warmup_s:.1} s");
+    for r in 0..a.reps {
+        for s in subjects.iter_mut() {
+            let x = rep(s, &loaded, &prompt, &layout, a.tokens)?;
+            eprintln!(
+                "rep {} {:<16} decode {:8.1} tok/s",
+                r + 1,
+                s.name,
+                x.decode_tok_s
+            );
+            s.reps.push(x);
+        }
+    }
+    for s in subjects.iter_mut() {
+        s.host = host_split(s, &loaded, &prompt, &layout, a.host_steps)?;
+    }
+    step::set_compiled_decode(true);
+    let mlx_lm = match mlx_lm_python(a.mlx_lm.as_deref()) {
+        Some(python) => match run_mlx_lm(&python, &a) {
+            Ok(v) => Some(v),
+            Err(e) => {
+                eprintln!("mlx-lm column skipped: {e:#}");
+                None
+            }
+        },
+        None => None,
+    };
+    let report = report(&a, &loaded, &layout, &subjects, mlx_lm.as_ref(), warmup_s);
+    print_table(&report);
+    if let Some(path) = &a.json {
+        let text = serde_json::to_string_pretty(&report)? + "\n";
+        runtime::synth::write_atomic(path, text.as_bytes())?;
+    }
+    Ok(())
+}
+
+fn stat(v: &[f64]) -> Value {
+    let (lo, hi) = min_max(v);
+    json!({"median": median(v), "min": lo, "max": hi, "all": v})
+}
+
+fn report(
+    a: &Args,
+    m: &Gemma4,
+    layout: &KvLayout,
+    subjects: &[Subject],
+    mlx_lm: Option<&Value>,
+    warmup_s: f64,
+) -> Value {
+    let mut impls = serde_json::Map::new();
+    for s in subjects {
+        let pick = |f: fn(&Rep) -> f64| -> Vec<f64> { s.reps.iter().map(f).collect() };
+        impls.insert(
+            s.name.clone(),
+            json!({
+                "implementation": s.model.implementation(),
+                "compiled_decode": s.compiled && step::compiles(m),
+                "prefill_tok_s": stat(&pick(|r| r.prefill_tok_s)),
+                "ttft_s": stat(&pick(|r| r.ttft_s)),
+                "decode_tok_s": stat(&pick(|r| r.decode_tok_s)),
+                "peak_memory_bytes": s.reps.iter().map(|r| r.peak_memory).max(),
+                "fast_path_calls_per_rep": s.reps.first().map(|r| r.fast_path),
+                "host_build_ms_per_step": stat(&s.host.build_ms),
+                "eval_ms_per_step": stat(&s.host.eval_ms),
+                "ops_per_step": s.host.ops,
+            }),
+        );
+    }
+    let decode = |name: &str| -> Option<f64> {
+        subjects
+            .iter()
+            .find(|s| s.name == name)
+            .map(|s| median(&s.reps.iter().map(|r| r.decode_tok_s).collect::<Vec<_>>()))
+    };
+    let mlxlm_decode = mlx_lm.and_then(|v| {
+        let reps = v["mlx_lm"].as_array()?;
+        let d: Vec<f64> = reps
+            .iter()
+            .filter_map(|r| r["decode_tok_s"].as_f64())
+            .collect();
+        (!d.is_empty()).then(|| median(&d))
+    });
+    let generated = decode("generated");
+    let monolith = decode("monolith");
+    let ratio = |x: Option<f64>, y: Option<f64>| x.zip(y).map(|(x, y)| x / y);
+    let mlx_lm_summary = mlx_lm.map(|v| {
+        let reps = v["mlx_lm"].as_array().cloned().unwrap_or_default();
+        let f = |k: &str| -> Vec<f64> { reps.iter().filter_map(|r| r[k].as_f64()).collect() };
+        json!({
+            "prefill_tok_s": stat(&f("prefill_tok_s")),
+            "ttft_s": stat(&f("ttft_s")),
+            "decode_tok_s": stat(&f("decode_tok_s")),
+            "peak_memory_bytes": reps.iter().filter_map(|r| r["peak_memory"].as_u64()).max(),
+            "device": v["device"].clone(),
+            "caches": "float (mlx-lm cannot quantize Gemma 4's rotating caches)",
+        })
+    });
+    json!({
+        "machine": a.machine,
+        "model": a.model.display().to_string(),
+        "fingerprint": runtime::fingerprint::Fingerprint::of(&m.plan).short(),
+        "kv_layout": layout.source,
+        "prompt": a.prompt,
+        "gen": a.tokens,
+        "reps": a.reps,
+        "warmup_s": warmup_s,
+        "implementations": impls,
+        "mlx_lm": mlx_lm_summary,
+        "decode": {
+            "generated_tok_s": generated,
+            "monolith_tok_s": monolith,
+            "mlxlm_tok_s": mlxlm_decode,
+            "generated_over_monolith": ratio(generated, monolith),
+            "generated_over_mlxlm": ratio(generated, mlxlm_decode),
+        },
+    })
+}
+
+fn print_table(r: &Value) {
+    println!(
+        "bench: {} | prompt {} | gen {} | reps {} | kv {}",
+        r["model"].as_str().unwrap_or(""),
+        r["prompt"],
+        r["gen"],
+        r["reps"],
+        r["kv_layout"].as_str().unwrap_or("")
+    );
+    println!(
+        "{:<17} {:>10} {:>9} {:>22} {:>10} {:>10} {:>7} {:>9}",
+        "implementation",
+        "prefill/s",
+        "ttft ms",
+        "decode tok/s med[min-max]",
+        "host ms",
+        "eval ms",
+        "ops",
+        "peak MB"
+    );
+    let row = |name: &str, v: &Value| {
+        let med = |k: &str| v[k]["median"].as_f64().unwrap_or(f64::NAN);
+        let mn = v["decode_tok_s"]["min"].as_f64().unwrap_or(f64::NAN);
+        let mx = v["decode_tok_s"]["max"].as_f64().unwrap_or(f64::NAN);
+        println!(
+            "{:<17} {:>10.1} {:>9.1} {:>8.1} [{:>5.1}-{:>5.1}] {:>10} {:>10} {:>7} {:>9.0}",
+            name,
+            med("prefill_tok_s"),
+            med("ttft_s") * 1e3,
+            med("decode_tok_s"),
+            mn,
+            mx,
+            v["host_build_ms_per_step"]["median"]
+                .as_f64()
+                .map_or("-".into(), |x| format!("{x:.2}")),
+            v["eval_ms_per_step"]["median"]
+                .as_f64()
+                .map_or("-".into(), |x| format!("{x:.2}")),
+            v["ops_per_step"]
+                .as_u64()
+                .map_or("-".into(), |x| x.to_string()),
+            v["peak_memory_bytes"].as_f64().unwrap_or(f64::NAN) / 1e6
+        );
+    };
+    if let Some(impls) = r["implementations"].as_object() {
+        for (name, v) in impls {
+            row(name, v);
+        }
+    }
+    if r["mlx_lm"].is_object() {
+        row("mlx-lm 0.32.0", &r["mlx_lm"]);
+    }
+    let d = &r["decode"];
+    let f = |k: &str| d[k].as_f64().map_or("n/a".into(), |x| format!("{x:.2}x"));
+    println!(
+        "decode ratios: generated/monolith {} | generated/mlx-lm {}",
+        f("generated_over_monolith"),
+        f("generated_over_mlxlm")
+    );
+}
