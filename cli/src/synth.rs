@@ -122,7 +122,8 @@ pub fn main(a: Args) -> Result<()> {
     let dtype = match a.dtype {
         Some(DtypeArg::Bf16) => Dtype::Bfloat16,
         Some(DtypeArg::F32) => Dtype::Float32,
-        None if config.moe.is_some() => Dtype::Float32,
+        // Float experts run through gather_mm, which MLX's CPU backend has only in f32.
+        None if config.moe.is_some() && quant.is_none() => Dtype::Float32,
         None => Dtype::Bfloat16,
     };
 

@@ -147,12 +147,16 @@ impl fmt::Display for Report {
     }
 }
 
-/// The workspace root (parity-tests' parent).
+/// The workspace root: `MLX_AOT_ROOT` if set (a binary run away from the checkout it
+/// was built in), else parity-tests' parent.
 pub fn workspace_root() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR"))
-        .parent()
-        .expect("workspace root")
-        .to_owned()
+    match std::env::var_os("MLX_AOT_ROOT") {
+        Some(root) => PathBuf::from(root),
+        None => Path::new(env!("CARGO_MANIFEST_DIR"))
+            .parent()
+            .expect("workspace root")
+            .to_owned(),
+    }
 }
 
 /// The preset config and kv layout an implementation was generated from.
