@@ -100,7 +100,8 @@ struct HostSplit {
 struct Subject {
     name: String,
     model: Box<dyn LanguageModel>,
-    compiled: bool,
+    /// Compiled single-token steps: forced on or off, or the device's default.
+    compiled: Option<bool>,
     reps: Vec<Rep>,
     host: HostSplit,
 }
@@ -123,10 +124,13 @@ fn min_max(v: &[f64]) -> (f64, f64) {
 
 fn subject(name: &str, loaded: &Rc<Gemma4>) -> Result<Subject> {
     let (choice, compiled) = match name {
-        "monolith" => (ImplChoice::Monolith, false),
-        "generated" => (ImplChoice::Generated, true),
-        "generated-eager" => (ImplChoice::Generated, false),
-        other => bail!("unknown implementation {other:?} (monolith, generated, generated-eager)"),
+        "monolith" => (ImplChoice::Monolith, None),
+        "generated" => (ImplChoice::Generated, None),
+        "generated-compiled" => (ImplChoice::Generated, Some(true)),
+        "generated-eager" => (ImplChoice::Generated, Some(false)),
+        other => bail!(
+            "unknown implementation {other:?} (monolith, generated, generated-compiled, generated-eager)"
+        ),
     };
     let model = model_dir::select(loaded.clone(), &choice)?;
     Ok(Subject {
@@ -306,7 +310,7 @@ pub fn main(a: Args) -> Result<()> {
     for s in subjects.iter_mut() {
         s.host = host_split(s, &loaded, &prompt, &layout, a.host_steps)?;
     }
-    step::set_compiled_decode(true);
+    step::set_compiled_decode(None);
     let mlx_lm = match mlx_lm_python(a.mlx_lm.as_deref()) {
         Some(python) => match run_mlx_lm(&python, &a) {
             Ok(v) => Some(v),
@@ -346,7 +350,12 @@ fn report(
             s.name.clone(),
             json!({
                 "implementation": s.model.implementation(),
-                "compiled_decode": s.compiled && step::compiles(m),
+                "compiled_decode": s.name != "monolith" && {
+                    step::set_compiled_decode(s.compiled);
+                    let on = step::compiles(m);
+                    step::set_compiled_decode(None);
+                    on
+                },
                 "prefill_tok_s": stat(&pick(|r| r.prefill_tok_s)),
                 "ttft_s": stat(&pick(|r| r.ttft_s)),
                 "decode_tok_s": stat(&pick(|r| r.decode_tok_s)),

@@ -84,8 +84,7 @@ pub fn random_tensors_as(
                 } else {
                     (inp as f32).powf(-0.5)
                 };
-                let w =
-                    mlx_rs::random::normal::<f32>(&shape[..], 0.0, std, &key)?.as_dtype(dtype)?;
+                let w = normal(&shape, std, &key, dtype)?;
                 let spec = match opts.quant {
                     Some(_) if name.ends_with("router.proj") => Some(ROUTER_QUANT),
                     q => q,
@@ -202,6 +201,16 @@ pub fn write_atomic(path: &Path, bytes: &[u8]) -> Result<()> {
     let tmp = path.with_file_name(format!(".{name}.partial"));
     std::fs::write(&tmp, bytes).map_err(|e| Error::io(&tmp, e))?;
     std::fs::rename(&tmp, path).map_err(|e| Error::io(path, e))
+}
+
+/// Normal samples drawn directly in `dtype`, so a real-shape table never exists in
+/// float32 as well (the E4B per-layer table alone would be 11 GB).
+fn normal(shape: &[i32], std: f32, key: &Array, dtype: Dtype) -> Result<Array> {
+    Ok(match dtype {
+        Dtype::Bfloat16 => mlx_rs::random::normal::<half::bf16>(shape, 0.0, std, key)?,
+        Dtype::Float16 => mlx_rs::random::normal::<half::f16>(shape, 0.0, std, key)?,
+        _ => mlx_rs::random::normal::<f32>(shape, 0.0, std, key)?.as_dtype(dtype)?,
+    })
 }
 
 /// FNV-1a of a tensor name: each tensor's random key is independent of the others.

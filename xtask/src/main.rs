@@ -1,5 +1,6 @@
 //! `cargo xtask`: developer tasks of mlx-aot.
 
+mod bench;
 mod generate;
 mod parity;
 
@@ -26,6 +27,8 @@ enum Command {
     /// The parity gate: every generated model == the monolith, byte for byte (twins, or
     /// `--full` real shapes).
     Parity(parity::Args),
+    /// Benchmark the monolith, the generated path and mlx-lm on a synthesized preset.
+    Bench(bench::Args),
 }
 
 fn main() -> ExitCode {
@@ -33,6 +36,7 @@ fn main() -> ExitCode {
     let result = match cli.command {
         Command::Generate(args) => generate::run(&args),
         Command::Parity(args) => parity::run(&args),
+        Command::Bench(args) => bench::run(&args),
     };
     match result {
         Ok(code) => code,

@@ -23,16 +23,31 @@ use crate::config::LayerType;
 use crate::error::{Error, Result};
 use crate::nn::mask::AttnMask;
 
-/// Whether generated models compile their single-token steps (on by default, or as the
-/// environment variable `MLX_AOT_COMPILED_DECODE=0|1` says; the benchmark turns it off
-/// to measure what compiling buys).
-pub fn set_compiled_decode(on: bool) {
+/// Whether generated models compile their single-token steps: on the CPU yes, on a GPU
+/// no (on MLX 0.32.2 CUDA the compiled stages gave logits unlike the monolith's, far
+/// beyond rounding, in `cargo xtask parity --full` on an H200, while the same generated
+/// code run eagerly matched it byte for byte); the environment variable
+/// `MLX_AOT_COMPILED_DECODE=0|1` overrides, and so does this (for this thread; `None`
+/// restores the default), which the benchmark uses to measure both.
+pub fn set_compiled_decode(on: Option<bool>) {
     COMPILED_DECODE.with(|c| c.set(on));
 }
 
 /// See [`set_compiled_decode`].
 pub fn compiled_decode() -> bool {
-    COMPILED_DECODE.with(|c| c.get())
+    COMPILED_DECODE.with(|c| c.get()).unwrap_or_else(|| {
+        match std::env::var("MLX_AOT_COMPILED_DECODE") {
+            Ok(v) => v != "0",
+            Err(_) => on_cpu(),
+        }
+    })
+}
+
+/// Whether MLX's default device is the CPU.
+fn on_cpu() -> bool {
+    mlx_rs::Device::try_default()
+        .and_then(|d| d.get_type())
+        .is_ok_and(|t| matches!(t, mlx_rs::DeviceType::Cpu))
 }
 
 /// Whether `m`'s single-token steps run compiled: when [`compiled_decode`] is on and the
@@ -49,8 +64,7 @@ pub fn compiles(m: &Gemma4) -> bool {
 }
 
 thread_local! {
-    static COMPILED_DECODE: std::cell::Cell<bool> =
-        std::cell::Cell::new(std::env::var("MLX_AOT_COMPILED_DECODE").map_or(true, |v| v != "0"));
+    static COMPILED_DECODE: std::cell::Cell<Option<bool>> = const { std::cell::Cell::new(None) };
 }
 
 /// A stage: `(model, layer, inputs) -> outputs`.
