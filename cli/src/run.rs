@@ -17,9 +17,10 @@ use crate::tokenizer::{Detokenizer, Tokenizer};
 /// `mlx-aot run`.
 #[derive(Debug, clap::Args)]
 pub struct Args {
-    /// The model folder (config.json, weights, tokenizer.json).
+    /// The model folder (config.json, weights, tokenizer.json). Default: the embedded
+    /// default model (the gemma4-e4b twin, synthesized once into the cache folder).
     #[arg(long, value_name = "DIR")]
-    model: PathBuf,
+    model: Option<PathBuf>,
     /// The prompt.
     #[arg(long, value_name = "TEXT", allow_hyphen_values = true)]
     prompt: String,
@@ -84,7 +85,11 @@ pub fn main(a: Args) -> Result<()> {
     if a.prompt.trim().is_empty() {
         bail!("the prompt is empty");
     }
-    let dir = ModelDir::open(&a.model)?;
+    let model = match &a.model {
+        Some(m) => m.clone(),
+        None => crate::synth::default_model()?,
+    };
+    let dir = ModelDir::open(&model)?;
     let layout = dir.kv_layout(a.kv)?;
     let tokenizer = Tokenizer::open(&dir.dir)?;
     let prompt = if a.chat {

@@ -176,6 +176,42 @@ fn dtype_name(d: Dtype) -> &'static str {
 }
 
 /// Creates `out`, or checks that an existing one holds only what synth writes.
+/// The preset of the embedded default model.
+pub const DEFAULT_PRESET: &str = "gemma4-e4b";
+
+/// The embedded default model: the shrunk twin of the gemma4-e4b preset with seeded
+/// 4-bit weights, synthesized once into the user's cache folder (`$XDG_CACHE_HOME` or
+/// `~/.cache`, else the temp folder) and reused. What `run` and `logits` use without
+/// `--model`, so the binary does something real on a fresh machine.
+pub fn default_model() -> Result<PathBuf> {
+    let cache = std::env::var_os("XDG_CACHE_HOME")
+        .map(PathBuf::from)
+        .or_else(|| std::env::var_os("HOME").map(|h| PathBuf::from(h).join(".cache")))
+        .unwrap_or_else(std::env::temp_dir);
+    let dir = cache.join("mlx-aot").join(format!(
+        "{DEFAULT_PRESET}-twin-q4-v{}",
+        env!("CARGO_PKG_VERSION")
+    ));
+    if !dir.join("model.safetensors").is_file() {
+        eprintln!(
+            "no --model: synthesizing the default model ({DEFAULT_PRESET} twin, 4-bit) into {}",
+            dir.display()
+        );
+        main(Args {
+            preset: Some(DEFAULT_PRESET.to_owned()),
+            config: None,
+            kv_config: None,
+            twin: true,
+            seed: 0,
+            bits: Some(4),
+            group: None,
+            dtype: None,
+            out: dir.clone(),
+        })?;
+    }
+    Ok(dir)
+}
+
 fn prepare_out(out: &Path) -> Result<()> {
     if out.exists() {
         if !out.is_dir() {

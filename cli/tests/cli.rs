@@ -799,3 +799,38 @@ print(mlx_lm.generate(model, tok, prompt=sys.argv[2], max_tokens=int(sys.argv[3]
         );
     }
 }
+
+#[test]
+fn run_without_a_model_uses_the_embedded_default() {
+    let cache = scratch().join("xdg-cache");
+    let run = || {
+        Command::new(BIN)
+            .args(["run", "--prompt", "hello", "--max-tokens", "6"])
+            .env("XDG_CACHE_HOME", &cache)
+            .stdin(Stdio::null())
+            .output()
+            .expect("the mlx-aot binary runs")
+    };
+    let first = run();
+    assert!(first.status.success(), "{}", stderr(&first));
+    assert!(
+        stderr(&first).contains("synthesizing the default model"),
+        "{}",
+        stderr(&first)
+    );
+    let figures = stdout(&first).lines().last().unwrap_or_default().to_owned();
+    assert!(figures.contains("gemma4-e4b-generated"), "{figures}");
+    // The second run reuses the synthesized folder and generates the same text.
+    let second = run();
+    assert!(second.status.success());
+    assert!(!stderr(&second).contains("synthesizing"));
+    let text = |o: &Output| {
+        stdout(o)
+            .lines()
+            .rev()
+            .nth(1)
+            .unwrap_or_default()
+            .to_owned()
+    };
+    assert_eq!(text(&first), text(&second));
+}

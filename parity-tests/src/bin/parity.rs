@@ -28,6 +28,9 @@ struct Args {
     /// Skip the batch-2 phase.
     #[arg(long)]
     no_batch2: bool,
+    /// Skip the phase with a cache of another signature (quantized caches).
+    #[arg(long)]
+    no_altered: bool,
 }
 
 fn main() -> ExitCode {
@@ -40,6 +43,7 @@ fn main() -> ExitCode {
             decode_steps: None,
             second_prefill: None,
             batch2: false,
+            altered: true,
         }
     } else {
         GateOptions::twins()
@@ -50,6 +54,7 @@ fn main() -> ExitCode {
     opts.second_prefill = args.second.or(opts.second_prefill);
     opts.decode_steps = args.steps.or(opts.decode_steps);
     opts.batch2 = opts.batch2 && !args.no_batch2;
+    opts.altered = !args.no_altered;
     let all = generated::implementations();
     let chosen: Vec<_> = all
         .iter()
