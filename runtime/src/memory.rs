@@ -114,6 +114,16 @@ impl MemoryModel<'_> {
         lo
     }
 
+    /// What cache `i` stores per token for `batch` rows.
+    fn geometry(&self, i: usize, batch: u64) -> CacheGeometry {
+        CacheGeometry {
+            batch: batch as usize,
+            kv_heads: self.config.kv_heads(i),
+            head_dim: self.config.head_dim_of(i),
+            dtype_bytes: self.dtype_bytes as usize,
+        }
+    }
+
     fn caches(&self, context: u64, batch: u64) -> Vec<CacheMemory> {
         let c = self.config;
         self.plan
@@ -122,13 +132,7 @@ impl MemoryModel<'_> {
             .enumerate()
             .filter(|(_, l)| l.kv.is_donor())
             .map(|(i, l)| {
-                let geometry = CacheGeometry {
-                    batch: batch as usize,
-                    kv_heads: c.kv_heads(i),
-                    head_dim: c.head_dim_of(i),
-                    dtype_bytes: self.dtype_bytes as usize,
-                };
-                let per_token = geometry.bytes_per_token(l.cache.quant()) as u64;
+                let per_token = self.geometry(i, batch).bytes_per_token(l.cache.quant()) as u64;
                 // A ring holds its window once single-token steps trim it; a growing
                 // cache holds the context rounded up to its 256-row growth step.
                 let rows = match l.attention {
@@ -181,12 +185,7 @@ impl MemoryModel<'_> {
             .enumerate()
             .filter(|(_, l)| l.kv.is_donor())
             .map(|(i, _)| {
-                let g = CacheGeometry {
-                    batch: batch as usize,
-                    kv_heads: c.kv_heads(i),
-                    head_dim: c.head_dim_of(i),
-                    dtype_bytes: self.dtype_bytes as usize,
-                };
+                let g = self.geometry(i, batch);
                 g.bytes_per_token(None) as u64 * chunk.div_ceil(STEP as u64) * STEP as u64
             })
             .sum();

@@ -38,15 +38,7 @@ impl Embedding {
     pub fn as_linear(&self, x: &Array) -> Result<Array> {
         Ok(match self {
             Embedding::Float { weight } => mlx_rs::ops::matmul(x, weight.t())?,
-            Embedding::Quantized(q) => mlx_rs::ops::quantized_matmul(
-                x,
-                &q.weight,
-                &q.scales,
-                &q.biases,
-                true,
-                q.spec.group_size as i32,
-                q.spec.bits as i32,
-            )?,
+            Embedding::Quantized(q) => q.matmul_t(x)?,
         })
     }
 
@@ -62,7 +54,7 @@ impl Embedding {
     pub fn nbytes(&self) -> usize {
         match self {
             Embedding::Float { weight } => weight.nbytes(),
-            Embedding::Quantized(q) => q.weight.nbytes() + q.scales.nbytes() + q.biases.nbytes(),
+            Embedding::Quantized(q) => q.nbytes(),
         }
     }
 }

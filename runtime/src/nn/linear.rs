@@ -19,6 +19,26 @@ pub struct QuantizedWeight {
     pub spec: QuantSpec,
 }
 
+impl QuantizedWeight {
+    /// `quantized_matmul(x, W, transpose = true)`: `x Wᵀ` on the packed weight.
+    pub fn matmul_t(&self, x: &Array) -> Result<Array> {
+        Ok(mlx_rs::ops::quantized_matmul(
+            x,
+            &self.weight,
+            &self.scales,
+            &self.biases,
+            true,
+            self.spec.group_size as i32,
+            self.spec.bits as i32,
+        )?)
+    }
+
+    /// Bytes of the packed weight, scales and biases.
+    pub fn nbytes(&self) -> usize {
+        self.weight.nbytes() + self.scales.nbytes() + self.biases.nbytes()
+    }
+}
+
 /// `y = x Wᵀ`.
 #[derive(Debug, Clone)]
 pub enum Linear {
@@ -36,15 +56,7 @@ impl Linear {
     pub fn forward(&self, x: &Array) -> Result<Array> {
         Ok(match self {
             Linear::Float { weight } => mlx_rs::ops::matmul(x, weight.t())?,
-            Linear::Quantized(q) => mlx_rs::ops::quantized_matmul(
-                x,
-                &q.weight,
-                &q.scales,
-                &q.biases,
-                true,
-                q.spec.group_size as i32,
-                q.spec.bits as i32,
-            )?,
+            Linear::Quantized(q) => q.matmul_t(x)?,
         })
     }
 
@@ -68,7 +80,7 @@ impl Linear {
     pub fn nbytes(&self) -> usize {
         match self {
             Linear::Float { weight } => weight.nbytes(),
-            Linear::Quantized(q) => q.weight.nbytes() + q.scales.nbytes() + q.biases.nbytes(),
+            Linear::Quantized(q) => q.nbytes(),
         }
     }
 }

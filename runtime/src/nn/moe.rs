@@ -47,7 +47,7 @@ impl SwitchLinear {
     pub fn nbytes(&self) -> usize {
         match self {
             SwitchLinear::Float { weight } => weight.nbytes(),
-            SwitchLinear::Quantized(q) => q.weight.nbytes() + q.scales.nbytes() + q.biases.nbytes(),
+            SwitchLinear::Quantized(q) => q.nbytes(),
         }
     }
 }
