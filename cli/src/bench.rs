@@ -150,6 +150,7 @@ fn options(layout: &KvLayout, tokens: usize) -> GenerateOptions {
         prefill_chunk: generate::DEFAULT_PREFILL_CHUNK,
         kv_layout: layout.clone(),
         pipeline: true,
+        memory_limit: None,
     }
 }
 

@@ -135,6 +135,7 @@ pub fn main(a: Args) -> Result<()> {
         prefill_chunk: a.prefill_chunk,
         kv_layout: layout,
         pipeline: true,
+        memory_limit: None,
     };
 
     let mut stdout = std::io::stdout().lock();

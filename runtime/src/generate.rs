@@ -33,6 +33,9 @@ pub struct GenerateOptions {
     /// Build step t+1's graph (from the not yet computed token of step t) while step t
     /// evaluates, as mlx-lm's `async_eval` loop does.
     pub pipeline: bool,
+    /// Bytes the device may use: when given, a request whose prompt plus `max_tokens`
+    /// exceeds the memory plan's largest safe context is refused before any work.
+    pub memory_limit: Option<u64>,
 }
 
 /// What the caller wants after each token.
@@ -92,6 +95,25 @@ impl GenerationStats {
     }
 }
 
+/// Refuses `context` tokens on `m` when its memory plan does not fit `usable` bytes
+/// (the message gives both the request and the largest safe context).
+pub fn admit(
+    m: &crate::model::gemma4::Gemma4,
+    context: usize,
+    prefill_chunk: usize,
+    usable: u64,
+) -> Result<()> {
+    let plan = crate::memory::MemoryModel {
+        config: &m.config,
+        plan: &m.plan,
+        weight_bytes: m.weights.nbytes() as u64,
+        dtype_bytes: m.cache_geometry(0, 1).dtype_bytes as u64,
+        prefill_chunk: prefill_chunk as u64,
+    }
+    .plan(context as u64, 1, usable);
+    crate::memory::admit(&plan)
+}
+
 /// Checks token ids against the vocabulary.
 pub fn check_tokens(tokens: &[u32], vocab: usize) -> Result<()> {
     if let Some((i, t)) = tokens
@@ -128,6 +150,14 @@ pub fn generate(
         return Err(Error::Request("the prompt is empty".into()));
     }
     check_tokens(prompt, model.gemma4().config.vocab_size)?;
+    if let Some(usable) = opts.memory_limit {
+        admit(
+            model.gemma4(),
+            prompt.len() + opts.max_tokens,
+            opts.prefill_chunk,
+            usable,
+        )?;
+    }
     let chunk = opts.prefill_chunk.max(1);
     let fast_before = model.fast_path_calls();
     mlx_rs::memory::reset_peak_memory()?;

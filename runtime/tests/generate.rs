@@ -59,6 +59,7 @@ fn options(m: &Gemma4Monolith, max_tokens: usize, sampler: Sampler) -> GenerateO
         prefill_chunk: 2048,
         kv_layout: m.gemma4().kv_layout.clone(),
         pipeline: true,
+        memory_limit: None,
     }
 }
 
@@ -110,6 +111,29 @@ fn pipelined_and_sequential_decoding_agree() {
     let pipelined = run(&m, &PROMPT, &opts);
     opts.pipeline = false;
     assert_eq!(run(&m, &PROMPT, &opts), pipelined);
+}
+
+#[test]
+fn requests_beyond_the_memory_plan_are_refused_before_any_work() {
+    let m = model(false);
+    let mut opts = options(&m, 10_000_000, Sampler::Greedy);
+    opts.memory_limit = Some(1_000_000_000);
+    let mut caches = m.gemma4().float_caches(1);
+    let err = generate::generate(&m, &mut caches, &PROMPT, &opts, |_| Flow::Continue).unwrap_err();
+    let msg = err.to_string();
+    assert!(
+        msg.contains("10000020 tokens") && msg.contains("largest safe context"),
+        "{msg}"
+    );
+    assert_eq!(caches[0].offset(), 0, "nothing ran");
+    opts.max_tokens = 4;
+    assert_eq!(
+        generate::generate(&m, &mut caches, &PROMPT, &opts, |_| Flow::Continue)
+            .unwrap()
+            .0
+            .len(),
+        4
+    );
 }
 
 #[test]
