@@ -3,6 +3,7 @@
 mod bench;
 mod generate;
 mod parity;
+mod soak;
 
 use std::process::ExitCode;
 
@@ -29,6 +30,8 @@ enum Command {
     Parity(parity::Args),
     /// Benchmark the monolith, the generated path and mlx-lm on a synthesized preset.
     Bench(bench::Args),
+    /// The long run: 10,000 steps, generated == monolith throughout, memory bounded.
+    Soak,
 }
 
 fn main() -> ExitCode {
@@ -37,6 +40,7 @@ fn main() -> ExitCode {
         Command::Generate(args) => generate::run(&args),
         Command::Parity(args) => parity::run(&args),
         Command::Bench(args) => bench::run(&args),
+        Command::Soak => soak::run(),
     };
     match result {
         Ok(code) => code,
