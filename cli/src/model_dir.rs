@@ -175,7 +175,7 @@ pub fn uniform_layout(config: &Gemma4Config, bits: u32) -> Result<KvLayout> {
 
 /// The implementation `choice` selects for `model`.
 pub fn select(model: Rc<Gemma4>, choice: &ImplChoice) -> Result<Box<dyn LanguageModel>> {
-    Ok(registry()?.select(model, choice)?)
+    Ok(registry()?.select(runtime::model::Loaded::Gemma4(model), choice)?)
 }
 
 /// Bytes of one activation element of the weights in `catalog`: the float type of the

@@ -12,9 +12,9 @@ use runtime::config::Gemma4Config;
 use runtime::fingerprint::Fingerprint;
 use runtime::kv_layout::KvLayout;
 use runtime::mlx_rs::{Array, Dtype};
-use runtime::model::LanguageModel;
 use runtime::model::gemma4::Gemma4;
 use runtime::model::gemma4::monolith::Gemma4Monolith;
+use runtime::model::{LanguageModel, Loaded};
 use runtime::registry::Implementation;
 use runtime::synth::{self, SynthOptions};
 
@@ -73,7 +73,7 @@ fn check(imp: &Implementation) {
         "{}: the twin's plan does not have the generated fingerprint",
         imp.id
     );
-    let generated = (imp.construct)(model.clone());
+    let generated = imp.construct_on(&Loaded::Gemma4(model.clone())).unwrap();
     let monolith = Gemma4Monolith::new(model.clone());
     assert_eq!(generated.implementation(), imp.id);
 

@@ -198,7 +198,7 @@ fn imports(plan: &ModelPlan, variants: &[Variant]) -> TokenStream {
         use runtime::fingerprint::Fingerprint;
         use runtime::guard;
         use runtime::mlx_rs::Array;
-        use runtime::model::LanguageModel;
+        use runtime::model::{LanguageModel, ModelRef};
         #blocks
         use runtime::config::LayerType;
         use runtime::model::gemma4::step::{self, DecodeSegments, LayerStages, Stage, Step};
@@ -206,7 +206,7 @@ fn imports(plan: &ModelPlan, variants: &[Variant]) -> TokenStream {
         use runtime::nn::{#(#nn),*};
         use runtime::plan::{Family, ModelPlan};
         #quant
-        use runtime::registry::Implementation;
+        use runtime::registry::{Constructor, Implementation};
         use runtime::signature::CacheSignature;
     }
 }
@@ -219,6 +219,7 @@ fn model_type(spec: ModuleSpec<'_>, family: Family) -> TokenStream {
     let source = spec.source_folder;
     let family = match family {
         Family::Gemma4 => quote!(Family::Gemma4),
+        Family::Llama => quote!(Family::Llama),
     };
     let type_doc = doc::lines(&format!(
         "{name} with its generated fast path: a guard (the plan's fingerprint, checked once, \
@@ -269,8 +270,8 @@ fn model_type(spec: ModuleSpec<'_>, family: Family) -> TokenStream {
                 &self.model.plan
             }
 
-            fn gemma4(&self) -> &Gemma4 {
-                &self.model
+            fn loaded(&self) -> ModelRef<'_> {
+                ModelRef::Gemma4(&self.model)
             }
 
             fn implementation(&self) -> &str {
@@ -292,7 +293,7 @@ fn model_type(spec: ModuleSpec<'_>, family: Family) -> TokenStream {
             family: #family,
             fingerprint: FINGERPRINT,
             source: #source,
-            construct,
+            construct: Constructor::Gemma4(construct),
         };
     }
 }

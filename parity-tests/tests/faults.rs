@@ -8,10 +8,10 @@ use runtime::Error;
 use runtime::kv_layout::KvLayout;
 use runtime::kv_policy;
 use runtime::mlx_rs::{Array, Dtype};
-use runtime::model::LanguageModel;
 use runtime::model::gemma4::Gemma4;
 use runtime::model::gemma4::monolith::Gemma4Monolith;
 use runtime::model::gemma4::weights::{Gemma4Weights, weight_facts};
+use runtime::model::{LanguageModel, Loaded};
 use runtime::quantization::QuantSpec;
 use runtime::registry::{ImplChoice, Implementation, Registry};
 use runtime::synth::{self, SynthOptions};
@@ -114,11 +114,16 @@ fn a_hand_edited_fingerprint_is_never_selected_and_never_wrong() {
     edited.fingerprint = "0123456789abcdef";
     let registry = Registry::new(vec![edited]).unwrap();
     // Auto does not pick it: the monolith runs.
-    let auto = registry.select(model.clone(), &ImplChoice::Auto).unwrap();
+    let auto = registry
+        .select(Loaded::Gemma4(model.clone()), &ImplChoice::Auto)
+        .unwrap();
     assert_eq!(auto.implementation(), "gemma4-monolith");
     // Declaring it is refused.
     let err = registry
-        .select(model.clone(), &ImplChoice::Declared(edited.id.into()))
+        .select(
+            Loaded::Gemma4(model.clone()),
+            &ImplChoice::Declared(edited.id.into()),
+        )
         .err()
         .unwrap();
     assert!(err.to_string().contains("refusing to fall back"), "{err}");
@@ -135,7 +140,7 @@ fn a_hand_edited_fingerprint_is_never_selected_and_never_wrong() {
     )
     .unwrap();
     let other = Rc::new(Gemma4::from_tensors(other, KvLayout::float(), tensors).unwrap());
-    let generated = (e4b().construct)(other.clone());
+    let generated = e4b().construct_on(&Loaded::Gemma4(other.clone())).unwrap();
     let monolith = Gemma4Monolith::new(other.clone());
     let (mut a, mut b) = (other.float_caches(1), other.float_caches(1));
     let x = generated.forward(&tokens(&[1, 2, 3]), &mut a).unwrap();
@@ -148,7 +153,10 @@ fn a_hand_edited_fingerprint_is_never_selected_and_never_wrong() {
 fn a_declared_implementation_missing_from_the_registry_is_refused() {
     let registry = Registry::new(generated::implementations()).unwrap();
     let err = registry
-        .select(twin(), &ImplChoice::Declared("gemma4-e9b-generated".into()))
+        .select(
+            Loaded::Gemma4(twin()),
+            &ImplChoice::Declared("gemma4-e9b-generated".into()),
+        )
         .err()
         .unwrap();
     let msg = err.to_string();
@@ -157,14 +165,17 @@ fn a_declared_implementation_missing_from_the_registry_is_refused() {
         "{msg}"
     );
     let empty = Registry::new(Vec::new()).unwrap();
-    let err = empty.select(twin(), &ImplChoice::Generated).err().unwrap();
+    let err = empty
+        .select(Loaded::Gemma4(twin()), &ImplChoice::Generated)
+        .err()
+        .unwrap();
     assert!(err.to_string().contains("refusing to fall back"), "{err}");
 }
 
 #[test]
 fn a_kv_config_change_between_calls_falls_back_with_the_same_bits() {
     let model = twin();
-    let generated = (e4b().construct)(model.clone());
+    let generated = e4b().construct_on(&Loaded::Gemma4(model.clone())).unwrap();
     let monolith = Gemma4Monolith::new(model.clone());
     let mut a = model.float_caches(1);
     monolith

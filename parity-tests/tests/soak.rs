@@ -9,9 +9,9 @@ use std::rc::Rc;
 use parity_tests::gate;
 use runtime::kv_policy;
 use runtime::mlx_rs::{Array, Dtype};
-use runtime::model::LanguageModel;
 use runtime::model::gemma4::Gemma4;
 use runtime::model::gemma4::monolith::Gemma4Monolith;
+use runtime::model::{LanguageModel, Loaded};
 use runtime::quantization::QuantSpec;
 use runtime::synth::{self, SynthOptions};
 
@@ -56,7 +56,7 @@ fn ten_thousand_steps_stay_equal_and_bounded() {
     let mut config = config;
     config.quantization = qmap;
     let model = Rc::new(Gemma4::from_tensors(config, layout.clone(), tensors).unwrap());
-    let generated = (imp.construct)(model.clone());
+    let generated = imp.construct_on(&Loaded::Gemma4(model.clone())).unwrap();
     let monolith = Gemma4Monolith::new(model.clone());
     let (mut a, mut b) = (model.float_caches(1), model.float_caches(1));
     let prompt: Vec<i32> = (0..20).map(|i| (i * 37 + 11) % 512).collect();

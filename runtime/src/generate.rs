@@ -11,7 +11,7 @@ use crate::cache::AnyCache;
 use crate::error::{Error, Result};
 use crate::kv_layout::KvLayout;
 use crate::kv_policy;
-use crate::model::LanguageModel;
+use crate::model::{LanguageModel, ModelRef};
 use crate::sampling::Sampler;
 
 /// mlx-lm's default prefill chunk.
@@ -114,6 +114,33 @@ pub fn admit(
     crate::memory::admit(&plan)
 }
 
+/// The Llama family's admission: weights plus every cache at `context` tokens (float,
+/// or as the plan quantizes it) plus the reserve must fit `usable`.
+pub fn admit_llama(m: &crate::model::llama::Llama, context: usize, usable: u64) -> Result<()> {
+    let geometry = m.cache_geometry(1);
+    let kv: u64 = m
+        .plan
+        .cache_signatures()
+        .iter()
+        .map(|s| (geometry.bytes_per_token(s.quant()) * context) as u64)
+        .sum();
+    let weights = m.weights.nbytes() as u64;
+    let reserve = (usable / 10).clamp(512 << 20, 4 << 30).min(usable);
+    let total = weights + kv + reserve;
+    if total > usable {
+        return Err(Error::Request(format!(
+            "{context} tokens need {:.2} GB (weights {:.2} GB, KV caches {:.2} GB, reserve \
+             {:.2} GB), {:.2} GB are usable",
+            crate::memory::gb(total),
+            crate::memory::gb(weights),
+            crate::memory::gb(kv),
+            crate::memory::gb(reserve),
+            crate::memory::gb(usable)
+        )));
+    }
+    Ok(())
+}
+
 /// Checks token ids against the vocabulary.
 pub fn check_tokens(tokens: &[u32], vocab: usize) -> Result<()> {
     if let Some((i, t)) = tokens
@@ -149,14 +176,13 @@ pub fn generate(
     if prompt.is_empty() {
         return Err(Error::Request("the prompt is empty".into()));
     }
-    check_tokens(prompt, model.gemma4().config.vocab_size)?;
+    check_tokens(prompt, model.loaded().vocab_size())?;
     if let Some(usable) = opts.memory_limit {
-        admit(
-            model.gemma4(),
-            prompt.len() + opts.max_tokens,
-            opts.prefill_chunk,
-            usable,
-        )?;
+        let context = prompt.len() + opts.max_tokens;
+        match model.loaded() {
+            ModelRef::Gemma4(m) => admit(m, context, opts.prefill_chunk, usable)?,
+            ModelRef::Llama(m) => admit_llama(m, context, usable)?,
+        }
     }
     let chunk = opts.prefill_chunk.max(1);
     let fast_before = model.fast_path_calls();
@@ -257,7 +283,7 @@ pub fn logits_walk(
             "prefill must be in 1..={len}, got {prefill}"
         )));
     }
-    let vocab = model.gemma4().config.vocab_size;
+    let vocab = model.loaded().vocab_size();
     for r in rows {
         check_tokens(r, vocab)?;
     }

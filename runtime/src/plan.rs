@@ -17,6 +17,19 @@ use crate::signature::CacheSignature;
 pub enum Family {
     /// Gemma 4 text (E2B, E4B, 12B, 26B-A4B, 31B).
     Gemma4,
+    /// Llama-style dense decoders (`model_type` llama or qwen3): every layer full
+    /// attention over its own cache, SwiGLU MLP, optional q/k norm.
+    Llama,
+}
+
+impl Family {
+    /// The family's name in ids and messages.
+    pub fn name(self) -> &'static str {
+        match self {
+            Family::Gemma4 => "gemma4",
+            Family::Llama => "llama",
+        }
+    }
 }
 
 /// Who owns the K/V a layer attends over.
@@ -65,6 +78,15 @@ pub struct LayerFlags {
     pub layer_scalar: bool,
     /// The MLP is `2 × intermediate_size` wide (E2B shared layers).
     pub double_wide_mlp: bool,
+    /// RMSNorm over the head dim on queries and keys before RoPE (Llama family: Qwen3).
+    /// Gemma 4 always norms them and never sets this; it is hashed only when set, so
+    /// the plans of the families that never set it keep their fingerprints.
+    #[serde(default, skip_serializing_if = "is_false")]
+    pub qk_norm: bool,
+}
+
+fn is_false(b: &bool) -> bool {
+    !*b
 }
 
 /// One layer, resolved.
@@ -117,42 +139,7 @@ impl ModelPlan {
                 facts.layer_scalar.len()
             )));
         }
-        for entry in kv.entries() {
-            if entry.cache >= first_shared {
-                return Err(Error::config(
-                    &kv.source,
-                    format!("[{}].layer_idx", entry.position),
-                    format!(
-                        "cache {} does not exist: only layers 0..{first_shared} own K/V caches \
-                         (layer {} shares the K/V of an earlier layer)",
-                        entry.cache, entry.cache
-                    ),
-                ));
-            }
-            let d = config.head_dim_of(entry.cache);
-            let q = entry.quant;
-            // mlx-lm preallocates `dim // (32 // bits)` packed columns, which is only the
-            // quantized width when bits divides 32.
-            if !32u32.is_multiple_of(q.bits) {
-                return Err(Error::config(
-                    &kv.source,
-                    format!("[{}].bits", entry.position),
-                    format!("KV caches support 2, 4 or 8 bits, found {}", q.bits),
-                ));
-            }
-            if !d.is_multiple_of(q.group_size as usize) || !(d * q.bits as usize).is_multiple_of(32)
-            {
-                return Err(Error::config(
-                    &kv.source,
-                    format!("[{}].group_size", entry.position),
-                    format!(
-                        "layer {} has head dim {d}, which {q} cannot quantize (head dim must \
-                         be a multiple of the group size)",
-                        entry.cache
-                    ),
-                ));
-            }
-        }
+        check_kv_layout(kv, first_shared, usize::MAX, |c| config.head_dim_of(c))?;
 
         // The donor of a shared type is the last own-KV layer of that type.
         let last_donor = |t: LayerType| {
@@ -205,6 +192,7 @@ impl ModelPlan {
                 moe: config.moe.is_some(),
                 layer_scalar: facts.layer_scalar[i],
                 double_wide_mlp: config.double_wide(i),
+                qk_norm: false,
             };
             layers.push(LayerPlan {
                 attention,
@@ -215,6 +203,32 @@ impl ModelPlan {
         }
         Ok(ModelPlan {
             family: Family::Gemma4,
+            layers,
+        })
+    }
+
+    /// Resolves a Llama-family model: every layer full attention and a donor of its own
+    /// growing cache (float, or quantized as the kv layout says), q/k norm as the
+    /// config says.
+    pub fn resolve_llama(config: &crate::model::llama::LlamaConfig, kv: &KvLayout) -> Result<Self> {
+        let n = config.num_hidden_layers;
+        check_kv_layout(kv, n, n, |_| config.head_dim)?;
+        let layers = (0..n)
+            .map(|i| LayerPlan {
+                attention: LayerType::Full,
+                kv: KvRole::Donor {
+                    cache: i,
+                    exported: false,
+                },
+                cache: CacheSignature::Plain.with_quant(kv.get(i)),
+                flags: LayerFlags {
+                    qk_norm: config.qk_norm,
+                    ..LayerFlags::default()
+                },
+            })
+            .collect();
+        Ok(ModelPlan {
+            family: Family::Llama,
             layers,
         })
     }
@@ -246,4 +260,61 @@ impl ModelPlan {
         }
         plan
     }
+}
+
+/// Checks a kv layout against the caches `0..caches` and their head dims: every entry
+/// names an existing cache, with bits dividing 32 and a group size dividing the head dim.
+fn check_kv_layout(
+    kv: &KvLayout,
+    caches: usize,
+    layers: usize,
+    head_dim: impl Fn(usize) -> usize,
+) -> Result<()> {
+    let first_shared = caches;
+    for entry in kv.entries() {
+        if entry.cache >= layers {
+            return Err(Error::config(
+                &kv.source,
+                format!("[{}].layer_idx", entry.position),
+                format!(
+                    "cache {} does not exist: the model has {layers} layers",
+                    entry.cache
+                ),
+            ));
+        }
+        if entry.cache >= first_shared {
+            return Err(Error::config(
+                &kv.source,
+                format!("[{}].layer_idx", entry.position),
+                format!(
+                    "cache {} does not exist: only layers 0..{first_shared} own K/V caches \
+                     (layer {} shares the K/V of an earlier layer)",
+                    entry.cache, entry.cache
+                ),
+            ));
+        }
+        let d = head_dim(entry.cache);
+        let q = entry.quant;
+        // mlx-lm preallocates `dim // (32 // bits)` packed columns, which is only the
+        // quantized width when bits divides 32.
+        if !32u32.is_multiple_of(q.bits) {
+            return Err(Error::config(
+                &kv.source,
+                format!("[{}].bits", entry.position),
+                format!("KV caches support 2, 4 or 8 bits, found {}", q.bits),
+            ));
+        }
+        if !d.is_multiple_of(q.group_size as usize) || !(d * q.bits as usize).is_multiple_of(32) {
+            return Err(Error::config(
+                &kv.source,
+                format!("[{}].group_size", entry.position),
+                format!(
+                    "layer {} has head dim {d}, which {q} cannot quantize (head dim must \
+                     be a multiple of the group size)",
+                    entry.cache
+                ),
+            ));
+        }
+    }
+    Ok(())
 }

@@ -7,16 +7,41 @@ use std::rc::Rc;
 
 use crate::error::{Error, Result};
 use crate::fingerprint::Fingerprint;
-use crate::model::LanguageModel;
 use crate::model::gemma4::Gemma4;
-use crate::model::gemma4::monolith::Gemma4Monolith;
+use crate::model::llama::Llama;
+use crate::model::{LanguageModel, Loaded};
 use crate::plan::Family;
 
-/// The id of the monolith implementation.
+/// The id of the Gemma 4 monolith implementation.
 pub const MONOLITH_ID: &str = "gemma4-monolith";
 
-/// Builds an implementation over a loaded model.
-pub type Constructor = fn(Rc<Gemma4>) -> Box<dyn LanguageModel>;
+/// The ids of the monoliths, one per family.
+pub const MONOLITH_IDS: [&str; 2] = [MONOLITH_ID, crate::model::llama::monolith::MONOLITH_ID];
+
+/// Builds an implementation over a loaded model of its family.
+#[derive(Debug, Clone, Copy)]
+pub enum Constructor {
+    /// Over a Gemma 4 model.
+    Gemma4(fn(Rc<Gemma4>) -> Box<dyn LanguageModel>),
+    /// Over a Llama-family model.
+    Llama(fn(Rc<Llama>) -> Box<dyn LanguageModel>),
+}
+
+impl Implementation {
+    /// Builds this implementation over `model`, which must be of its family.
+    pub fn construct_on(&self, model: &Loaded) -> Result<Box<dyn LanguageModel>> {
+        match (self.construct, model) {
+            (Constructor::Gemma4(f), Loaded::Gemma4(m)) => Ok(f(m.clone())),
+            (Constructor::Llama(f), Loaded::Llama(m)) => Ok(f(m.clone())),
+            _ => Err(Error::Selection(format!(
+                "implementation {} serves the {} family, the model is {}",
+                self.id,
+                self.family.name(),
+                model.family().name()
+            ))),
+        }
+    }
+}
 
 /// A generated implementation.
 #[derive(Debug, Clone, Copy)]
@@ -58,7 +83,7 @@ impl Registry {
     /// A registry over `implementations` (ids must be unique).
     pub fn new(implementations: Vec<Implementation>) -> Result<Self> {
         for (i, a) in implementations.iter().enumerate() {
-            if a.id == MONOLITH_ID || implementations[..i].iter().any(|b| b.id == a.id) {
+            if MONOLITH_IDS.contains(&a.id) || implementations[..i].iter().any(|b| b.id == a.id) {
                 return Err(Error::Selection(format!(
                     "implementation id {} is registered twice",
                     a.id
@@ -80,18 +105,17 @@ impl Registry {
     }
 
     /// Chooses the implementation for `model`.
-    pub fn select(&self, model: Rc<Gemma4>, choice: &ImplChoice) -> Result<Box<dyn LanguageModel>> {
-        let fingerprint = Fingerprint::of(&model.plan);
-        let monolith =
-            |m: Rc<Gemma4>| -> Box<dyn LanguageModel> { Box::new(Gemma4Monolith::new(m)) };
+    pub fn select(&self, model: Loaded, choice: &ImplChoice) -> Result<Box<dyn LanguageModel>> {
+        let fingerprint = Fingerprint::of(model.plan());
+        let monolith = |m: Loaded| -> Box<dyn LanguageModel> { m.monolith() };
         match choice {
             ImplChoice::Monolith => Ok(monolith(model)),
-            ImplChoice::Auto => Ok(match self.find_fingerprint(&fingerprint) {
-                Some(i) => (i.construct)(model),
-                None => monolith(model),
-            }),
+            ImplChoice::Auto => match self.find_fingerprint(&fingerprint) {
+                Some(i) => i.construct_on(&model),
+                None => Ok(monolith(model)),
+            },
             ImplChoice::Generated => match self.find_fingerprint(&fingerprint) {
-                Some(i) => Ok((i.construct)(model)),
+                Some(i) => i.construct_on(&model),
                 None => Err(Error::Selection(format!(
                     "no generated implementation for fingerprint {fingerprint} (registered: {}); \
                      refusing to fall back to the monolith. Generate one with \
@@ -99,7 +123,17 @@ impl Registry {
                     self.list()
                 ))),
             },
-            ImplChoice::Declared(id) if id == MONOLITH_ID => Ok(monolith(model)),
+            ImplChoice::Declared(id) if MONOLITH_IDS.contains(&id.as_str()) => {
+                let m = monolith(model);
+                if m.implementation() != id {
+                    return Err(Error::Selection(format!(
+                        "{id} is not the monolith of the {} family ({}); refusing to fall back",
+                        m.loaded().family().name(),
+                        m.implementation()
+                    )));
+                }
+                Ok(m)
+            }
             ImplChoice::Declared(id) => {
                 let imp = self.implementations.iter().find(|i| i.id == id).ok_or_else(|| {
                     Error::Selection(format!(
@@ -114,7 +148,7 @@ impl Registry {
                         imp.fingerprint
                     )));
                 }
-                Ok((imp.construct)(model))
+                imp.construct_on(&model)
             }
         }
     }

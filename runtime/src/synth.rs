@@ -205,7 +205,7 @@ pub fn write_atomic(path: &Path, bytes: &[u8]) -> Result<()> {
 
 /// Normal samples drawn directly in `dtype`, so a real-shape table never exists in
 /// float32 as well (the E4B per-layer table alone would be 11 GB).
-fn normal(shape: &[i32], std: f32, key: &Array, dtype: Dtype) -> Result<Array> {
+pub(crate) fn normal(shape: &[i32], std: f32, key: &Array, dtype: Dtype) -> Result<Array> {
     Ok(match dtype {
         Dtype::Bfloat16 => mlx_rs::random::normal::<half::bf16>(shape, 0.0, std, key)?,
         Dtype::Float16 => mlx_rs::random::normal::<half::f16>(shape, 0.0, std, key)?,
@@ -214,7 +214,7 @@ fn normal(shape: &[i32], std: f32, key: &Array, dtype: Dtype) -> Result<Array> {
 }
 
 /// FNV-1a of a tensor name: each tensor's random key is independent of the others.
-fn fnv1a(s: &str) -> u64 {
+pub(crate) fn fnv1a(s: &str) -> u64 {
     s.bytes().fold(0xcbf2_9ce4_8422_2325, |h, b| {
         (h ^ b as u64).wrapping_mul(0x100_0000_01b3)
     })

@@ -57,14 +57,14 @@ fn options(m: &Gemma4Monolith, max_tokens: usize, sampler: Sampler) -> GenerateO
         sampler,
         stop_tokens: vec![],
         prefill_chunk: 2048,
-        kv_layout: m.gemma4().kv_layout.clone(),
+        kv_layout: m.loaded().kv_layout().clone(),
         pipeline: true,
         memory_limit: None,
     }
 }
 
 fn run(m: &Gemma4Monolith, prompt: &[u32], opts: &GenerateOptions) -> Vec<u32> {
-    let mut caches = m.gemma4().float_caches(1);
+    let mut caches = m.loaded().float_caches(1);
     generate::generate(m, &mut caches, prompt, opts, |_| Flow::Continue)
         .unwrap()
         .0
@@ -78,7 +78,7 @@ const PROMPT: [u32; 20] = [
 fn greedy_generation_is_deterministic_and_counts_steps() {
     let m = model(false);
     let opts = options(&m, 24, Sampler::Greedy);
-    let mut caches = m.gemma4().float_caches(1);
+    let mut caches = m.loaded().float_caches(1);
     let (a, stats) =
         generate::generate(&m, &mut caches, &PROMPT, &opts, |_| Flow::Continue).unwrap();
     assert_eq!(a.len(), 24);
@@ -96,7 +96,7 @@ fn stop_tokens_end_generation_without_being_emitted() {
     let first = run(&m, &PROMPT, &options(&m, 5, Sampler::Greedy));
     let mut opts = options(&m, 5, Sampler::Greedy);
     opts.stop_tokens = vec![first[2]];
-    let mut caches = m.gemma4().float_caches(1);
+    let mut caches = m.loaded().float_caches(1);
     let (out, stats) =
         generate::generate(&m, &mut caches, &PROMPT, &opts, |_| Flow::Continue).unwrap();
     assert_eq!(stats.stop, StopReason::StopToken);
@@ -118,7 +118,7 @@ fn requests_beyond_the_memory_plan_are_refused_before_any_work() {
     let m = model(false);
     let mut opts = options(&m, 10_000_000, Sampler::Greedy);
     opts.memory_limit = Some(1_000_000_000);
-    let mut caches = m.gemma4().float_caches(1);
+    let mut caches = m.loaded().float_caches(1);
     let err = generate::generate(&m, &mut caches, &PROMPT, &opts, |_| Flow::Continue).unwrap_err();
     let msg = err.to_string();
     assert!(
@@ -139,7 +139,7 @@ fn requests_beyond_the_memory_plan_are_refused_before_any_work() {
 #[test]
 fn the_caller_can_stop() {
     let m = model(false);
-    let mut caches = m.gemma4().float_caches(1);
+    let mut caches = m.loaded().float_caches(1);
     let mut seen = 0;
     let (out, stats) = generate::generate(
         &m,
@@ -179,7 +179,7 @@ fn seeded_sampling_repeats() {
 #[test]
 fn kv_layout_quantizes_after_the_first_prefill() {
     let m = model(true);
-    let mut caches = m.gemma4().float_caches(1);
+    let mut caches = m.loaded().float_caches(1);
     let opts = options(&m, 4, Sampler::Greedy);
     generate::generate(&m, &mut caches, &PROMPT, &opts, |_| Flow::Continue).unwrap();
     let sigs: Vec<String> = caches.iter().map(|c| c.signature().to_string()).collect();
@@ -199,7 +199,7 @@ fn chunked_prefill_fills_the_caches_like_one_prefill() {
     let m = model(false);
     let mut opts = options(&m, 3, Sampler::Greedy);
     opts.prefill_chunk = 7;
-    let mut caches = m.gemma4().float_caches(1);
+    let mut caches = m.loaded().float_caches(1);
     let (out, stats) =
         generate::generate(&m, &mut caches, &PROMPT, &opts, |_| Flow::Continue).unwrap();
     assert_eq!(out.len(), 3);
@@ -211,7 +211,7 @@ fn chunked_prefill_fills_the_caches_like_one_prefill() {
 fn bad_requests_are_refused_before_any_work() {
     let m = model(false);
     let opts = options(&m, 4, Sampler::Greedy);
-    let mut caches = m.gemma4().float_caches(1);
+    let mut caches = m.loaded().float_caches(1);
     let err = generate::generate(&m, &mut caches, &[], &opts, |_| Flow::Continue).unwrap_err();
     assert!(matches!(err, Error::Request(_)), "{err}");
     let err =
@@ -232,14 +232,14 @@ fn bad_requests_are_refused_before_any_work() {
 fn logits_walk_covers_every_position() {
     let m = model(true);
     let rows = vec![PROMPT.to_vec(), PROMPT.iter().rev().copied().collect()];
-    let mut caches = m.gemma4().float_caches(2);
-    let logits = generate::logits_walk(&m, &mut caches, &rows, 18, &m.gemma4().kv_layout).unwrap();
+    let mut caches = m.loaded().float_caches(2);
+    let logits = generate::logits_walk(&m, &mut caches, &rows, 18, m.loaded().kv_layout()).unwrap();
     assert_eq!(logits.shape(), [2, 20, 512]);
     assert_eq!(logits.dtype(), mlx_rs::Dtype::Float32);
     let _: &Array = &logits;
     let err = generate::logits_walk(
         &m,
-        &mut m.gemma4().float_caches(1),
+        &mut m.loaded().float_caches(1),
         &[vec![1, 2]],
         3,
         &KvLayout::float(),

@@ -17,14 +17,14 @@ use runtime::error::{Error, Result};
 use runtime::fingerprint::Fingerprint;
 use runtime::guard;
 use runtime::mlx_rs::Array;
-use runtime::model::LanguageModel;
+use runtime::model::{LanguageModel, ModelRef};
 use runtime::model::gemma4::blocks::{self, SharedKv};
 use runtime::config::LayerType;
 use runtime::model::gemma4::step::{self, DecodeSegments, LayerStages, Stage, Step};
 use runtime::model::gemma4::{Gemma4, monolith};
 use runtime::nn::sdpa;
 use runtime::plan::{Family, ModelPlan};
-use runtime::registry::Implementation;
+use runtime::registry::{Constructor, Implementation};
 use runtime::signature::CacheSignature;
 
 /// The fingerprint of the plan this module was generated for.
@@ -620,8 +620,8 @@ impl LanguageModel for Gemma4E2b {
     fn plan(&self) -> &ModelPlan {
         &self.model.plan
     }
-    fn gemma4(&self) -> &Gemma4 {
-        &self.model
+    fn loaded(&self) -> ModelRef<'_> {
+        ModelRef::Gemma4(&self.model)
     }
     fn implementation(&self) -> &str {
         IMPLEMENTATION.id
@@ -641,5 +641,5 @@ pub const IMPLEMENTATION: Implementation = Implementation {
     family: Family::Gemma4,
     fingerprint: FINGERPRINT,
     source: "generated/models/gemma4-e2b",
-    construct,
+    construct: Constructor::Gemma4(construct),
 };

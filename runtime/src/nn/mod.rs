@@ -11,6 +11,8 @@ pub mod moe;
 pub mod norm;
 pub mod rope;
 pub mod scalar;
+pub mod scaled;
+pub mod swiglu;
 
 pub use attention::{sdpa, sdpa_quantized};
 pub use embedding::Embedding;

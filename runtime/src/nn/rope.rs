@@ -1,5 +1,5 @@
-//! Rotary position embeddings: the default type and Gemma 4's proportional type
-//! (gemma4.md §3.6). Both rotate halves (`traditional = false`).
+//! Rotary position embeddings: the default type, Gemma 4's proportional type
+//! (gemma4.md §3.6) and Llama 3's scaled type. All rotate halves (`traditional = false`).
 
 use mlx_rs::{Array, Dtype};
 
@@ -23,6 +23,27 @@ pub enum Rope {
         /// `dims / 2` periods: finite for the rotated pairs, `+inf` for the rest.
         freqs: Array,
     },
+    /// `fast::rope(x, dims, base = none, freqs)` with Llama 3's scaled frequencies
+    /// (mlx-lm `Llama3RoPE`).
+    Llama3 {
+        /// The head dim.
+        dims: i32,
+        /// `dims / 2` frequencies.
+        freqs: Array,
+    },
+}
+
+/// Llama 3 rope scaling (`rope_scaling` with `rope_type: llama3`).
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Llama3Scaling {
+    /// factor.
+    pub factor: f64,
+    /// low_freq_factor (default 1).
+    pub low_freq_factor: f64,
+    /// high_freq_factor (default 4).
+    pub high_freq_factor: f64,
+    /// original_max_position_embeddings (default 8192).
+    pub original_max_position_embeddings: f64,
 }
 
 impl Rope {
@@ -56,13 +77,45 @@ impl Rope {
         })
     }
 
+    /// Llama 3's RoPE over `dims` dims: the frequency table built with f32 device ops in
+    /// mlx-lm's order (`base ** (arange(0, dims, 2) / dims)`, the wavelength thresholds,
+    /// the smooth interpolation of the medium band), Python scalars as weak f32 scalars.
+    pub fn llama3(dims: usize, theta: f64, s: Llama3Scaling) -> Result<Self> {
+        use super::scalar::scalar;
+        let f32s = |v: f64| scalar(v, Dtype::Float32);
+        let d = dims as i32;
+        let idx = Array::arange::<i32, i32>(0, d, 2)?;
+        let exponents = mlx_rs::ops::divide(&idx, Array::from_int(d))?;
+        let freqs = mlx_rs::ops::power(f32s(theta)?, &exponents)?;
+        let wavelens = mlx_rs::ops::multiply(f32s(2.0 * std::f64::consts::PI)?, &freqs)?;
+        let low_wavelen = s.original_max_position_embeddings / s.low_freq_factor;
+        let high_wavelen = s.original_max_position_embeddings / s.high_freq_factor;
+        let scaled = mlx_rs::ops::multiply(&freqs, f32s(s.factor)?)?;
+        let freqs = mlx_rs::ops::select(&wavelens.gt(f32s(low_wavelen)?)?, &scaled, &freqs)?;
+        let medium = mlx_rs::ops::logical_and(
+            &wavelens.gt(f32s(high_wavelen)?)?,
+            &wavelens.lt(f32s(low_wavelen)?)?,
+        )?;
+        let ratio = mlx_rs::ops::divide(f32s(s.original_max_position_embeddings)?, &wavelens)?;
+        let smooth = mlx_rs::ops::divide(
+            &mlx_rs::ops::subtract(&ratio, f32s(s.low_freq_factor)?)?,
+            f32s(s.high_freq_factor - s.low_freq_factor)?,
+        )?;
+        let one_minus = mlx_rs::ops::subtract(f32s(1.0)?, &smooth)?;
+        let denom = mlx_rs::ops::add(&mlx_rs::ops::divide(&one_minus, f32s(s.factor)?)?, &smooth)?;
+        let smooth_freqs = mlx_rs::ops::divide(&freqs, &denom)?;
+        let freqs = mlx_rs::ops::select(&medium, &smooth_freqs, &freqs)?;
+        freqs.eval()?;
+        Ok(Rope::Llama3 { dims: d, freqs })
+    }
+
     /// Rotates `x` (`[B, heads, L, D]`) for positions starting at `offset`.
     pub fn apply(&self, x: &Array, offset: i32) -> Result<Array> {
         Ok(match self {
             Rope::Default { dims, base } => {
                 mlx_rs::fast::rope(x, *dims, false, *base, 1.0, offset, None)?
             }
-            Rope::Proportional { dims, freqs } => {
+            Rope::Proportional { dims, freqs } | Rope::Llama3 { dims, freqs } => {
                 mlx_rs::fast::rope(x, *dims, false, None, 1.0, offset, freqs)?
             }
         })

@@ -12,7 +12,7 @@ use super::Gemma4;
 use super::blocks::{self, SharedKv};
 use crate::cache::AnyCache;
 use crate::error::{Error, Result};
-use crate::model::LanguageModel;
+use crate::model::{LanguageModel, ModelRef};
 use crate::plan::{KvRole, ModelPlan};
 
 /// Logits `[B, L, vocab]` of `tokens` (`[B, L]` int32), updating `caches`.
@@ -93,8 +93,8 @@ impl LanguageModel for Gemma4Monolith {
         &self.model.plan
     }
 
-    fn gemma4(&self) -> &Gemma4 {
-        &self.model
+    fn loaded(&self) -> ModelRef<'_> {
+        ModelRef::Gemma4(&self.model)
     }
 
     fn implementation(&self) -> &str {

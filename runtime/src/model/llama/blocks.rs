@@ -1,0 +1,120 @@
+//! The building blocks of a Llama-family forward pass, in mlx-lm's composition
+//! (`models/llama.py`, `models/qwen3.py`). The monolith and every generated module call
+//! these same functions, so both build the same MLX graph.
+
+use mlx_rs::Array;
+
+use super::Llama;
+use super::weights::{AttnWeights, LayerWeights};
+use crate::cache::{AnyCache, Kv};
+use crate::error::{Error, Result};
+use crate::nn::mask::AttnMask;
+use crate::nn::scaled::{sdpa_quantized_scaled, sdpa_scaled};
+use crate::nn::{Rope, rms_norm};
+
+/// `embed_tokens(tokens)` for `tokens` `[B, L]`: the residual stream entering layer 0.
+pub fn embed(m: &Llama, tokens: &Array) -> Result<Array> {
+    if tokens.ndim() != 2 {
+        return Err(Error::Request(format!(
+            "tokens must be [batch, length], got shape {:?}",
+            tokens.shape()
+        )));
+    }
+    m.weights.embed.lookup(tokens)
+}
+
+/// The mask of an `n`-token step, from the first cache (mlx-lm's
+/// `create_attention_mask(h, cache[0])`): none for one token, else `"causal"`.
+pub fn mask(caches: &[AnyCache], n: i32) -> Result<AttnMask> {
+    match caches.first() {
+        Some(c) => c.make_mask(n as usize, 0),
+        None => Err(Error::Request("a model with no caches".into())),
+    }
+}
+
+/// `input_layernorm(h)`.
+pub fn input_norm(m: &Llama, w: &LayerWeights, h: &Array) -> Result<Array> {
+    rms_norm(h, Some(&w.input_norm), m.eps)
+}
+
+/// `[B, L, heads·D] -> [B, heads, L, D]`, with the head-dim RMSNorm between reshape and
+/// transpose when `norm` is given (Qwen3's q_norm / k_norm).
+fn heads(m: &Llama, x: &Array, norm: Option<&Array>) -> Result<Array> {
+    let (b, l) = (x.dim(0), x.dim(1));
+    let d = m.config.head_dim as i32;
+    let x = x.reshape(&[b, l, -1, d])?;
+    let x = match norm {
+        Some(w) => rms_norm(&x, Some(w), m.eps)?,
+        None => x,
+    };
+    Ok(x.transpose_axes(&[0, 2, 1, 3])?)
+}
+
+fn norm_weight<'a>(w: &'a Option<Array>, what: &str) -> Result<&'a Array> {
+    w.as_ref()
+        .ok_or_else(|| Error::Unsupported(format!("a q/k-norm layer without {what}")))
+}
+
+/// Queries `[B, nh, L, D]` before RoPE: `q_proj`, reshape, `q_norm` when `qk_norm`,
+/// transpose.
+pub fn queries(m: &Llama, w: &AttnWeights, x: &Array, qk_norm: bool) -> Result<Array> {
+    let q = w.q_proj.forward(x)?;
+    let norm = if qk_norm {
+        Some(norm_weight(&w.q_norm, "q_norm")?)
+    } else {
+        None
+    };
+    heads(m, &q, norm)
+}
+
+/// Keys (before RoPE, `k_norm`ed when `qk_norm`) and values, `[B, nKv, L, D]`.
+pub fn keys_values(m: &Llama, w: &AttnWeights, x: &Array, qk_norm: bool) -> Result<(Array, Array)> {
+    let k = w.k_proj.forward(x)?;
+    let v = w.v_proj.forward(x)?;
+    let norm = if qk_norm {
+        Some(norm_weight(&w.k_norm, "k_norm")?)
+    } else {
+        None
+    };
+    Ok((heads(m, &k, norm)?, heads(m, &v, None)?))
+}
+
+/// RoPE at `offset`.
+pub fn rope(rope: &Rope, x: &Array, offset: i32) -> Result<Array> {
+    rope.apply(x, offset)
+}
+
+/// Attention with the model's `1/sqrt(D)` scale over float or quantized K/V (mlx-lm's
+/// `scaled_dot_product_attention` dispatch).
+pub fn attend(m: &Llama, q: &Array, kv: &Kv, mask: &AttnMask) -> Result<Array> {
+    match kv {
+        Kv::Float { keys, values } => sdpa_scaled(q, keys, values, m.scale, mask),
+        Kv::Quant { keys, values, spec } => {
+            sdpa_quantized_scaled(q, keys, values, *spec, m.scale, mask)
+        }
+    }
+}
+
+/// `h + o_proj(o)` for the attention output `o` `[B, nh, L, D]`.
+pub fn attention_out(w: &LayerWeights, h: &Array, o: &Array) -> Result<Array> {
+    let (b, l) = (o.dim(0), o.dim(2));
+    let o = o.transpose_axes(&[0, 2, 1, 3])?.reshape(&[b, l, -1])?;
+    let a = w.attn.o_proj.forward(&o)?;
+    Ok(mlx_rs::ops::add(h, &a)?)
+}
+
+/// `h + mlp(post_attention_layernorm(h))`, the MLP a SwiGLU.
+pub fn mlp(m: &Llama, w: &LayerWeights, h: &Array) -> Result<Array> {
+    let f = rms_norm(h, Some(&w.post_attn_norm), m.eps)?;
+    let f = w.mlp.forward(&f)?;
+    Ok(mlx_rs::ops::add(h, &f)?)
+}
+
+/// Final norm and head (tied or not): logits `[B, L, vocab]` in the activation dtype.
+pub fn head(m: &Llama, h: &Array) -> Result<Array> {
+    let h = rms_norm(h, Some(&m.weights.norm), m.eps)?;
+    match &m.weights.lm_head {
+        Some(head) => head.forward(&h),
+        None => m.weights.embed.as_linear(&h),
+    }
+}

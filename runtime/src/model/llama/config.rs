@@ -1,0 +1,362 @@
+//! The Llama-family config (`config.json` with `model_type` llama or qwen3), validated
+//! with mlx-lm 0.32.0's defaults (`models/llama.py`, `models/qwen3.py`): what mlx-lm
+//! fills in is filled in the same way, what it would compute differently from this
+//! engine (attention or MLP biases, traditional RoPE, sliding layers, other RoPE
+//! scalings) is an error naming the file and key.
+
+use std::path::Path;
+
+use serde_json::{Value, json};
+
+use crate::error::{Error, Result};
+use crate::json::{self, Obj};
+use crate::nn::rope::Llama3Scaling;
+use crate::quantization::QuantizationMap;
+
+/// Which mlx-lm model file computes the config.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum LlamaKind {
+    /// `models/llama.py` (Llama 2/3.x and the many models shaped like it).
+    Llama,
+    /// `models/qwen3.py`: Llama with RMSNorm on q and k over the head dim.
+    Qwen3,
+}
+
+impl LlamaKind {
+    /// The config's `model_type`.
+    pub fn model_type(self) -> &'static str {
+        match self {
+            LlamaKind::Llama => "llama",
+            LlamaKind::Qwen3 => "qwen3",
+        }
+    }
+}
+
+/// How the family rotates queries and keys.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub enum LlamaRope {
+    /// `nn.RoPE(head_dim, base = rope_theta)` (no scaling, or `rope_type: default`).
+    Default {
+        /// rope_theta.
+        theta: f64,
+    },
+    /// mlx-lm's `Llama3RoPE` (`rope_type: llama3`).
+    Llama3 {
+        /// rope_theta.
+        theta: f64,
+        /// The scaling parameters.
+        scaling: Llama3Scaling,
+    },
+}
+
+/// A validated Llama-family config.
+#[derive(Debug, Clone, PartialEq)]
+pub struct LlamaConfig {
+    /// Where it was read from, for messages.
+    pub source: String,
+    /// llama or qwen3.
+    pub kind: LlamaKind,
+    /// hidden_size.
+    pub hidden_size: usize,
+    /// num_hidden_layers.
+    pub num_hidden_layers: usize,
+    /// intermediate_size (the SwiGLU width).
+    pub intermediate_size: usize,
+    /// num_attention_heads.
+    pub num_attention_heads: usize,
+    /// num_key_value_heads.
+    pub num_key_value_heads: usize,
+    /// head_dim (llama: `hidden_size / num_attention_heads` when absent).
+    pub head_dim: usize,
+    /// RMSNorm on q and k (Qwen3).
+    pub qk_norm: bool,
+    /// The RoPE.
+    pub rope: LlamaRope,
+    /// rms_norm_eps.
+    pub rms_norm_eps: f64,
+    /// vocab_size.
+    pub vocab_size: usize,
+    /// tie_word_embeddings.
+    pub tie_word_embeddings: bool,
+    /// max_position_embeddings (informational; Llama 3 RoPE does not use it).
+    pub max_position_embeddings: Option<usize>,
+    /// bos_token_id.
+    pub bos_token_id: Option<u32>,
+    /// eos_token_id, as a list.
+    pub eos_token_ids: Vec<u32>,
+    /// The weight quantization map, when the checkpoint is quantized.
+    pub quantization: Option<QuantizationMap>,
+}
+
+impl LlamaConfig {
+    /// Reads and validates `path` (a `config.json`).
+    pub fn from_file(path: &Path) -> Result<Self> {
+        let text = std::fs::read_to_string(path).map_err(|e| Error::io(path, e))?;
+        Self::from_json_str(&path.display().to_string(), &text)
+    }
+
+    /// Parses and validates the text of a config.json; `file` names it in errors.
+    pub fn from_json_str(file: &str, text: &str) -> Result<Self> {
+        let value = json::parse(file, text)?;
+        Self::from_value(file, &value)
+    }
+
+    /// Validates a parsed config.json.
+    pub fn from_value(file: &str, value: &Value) -> Result<Self> {
+        let c = Obj::new(file, "", value)?;
+        let kind = match c.str("model_type")? {
+            "llama" => LlamaKind::Llama,
+            "qwen3" => LlamaKind::Qwen3,
+            other => {
+                return Err(c.err(
+                    "model_type",
+                    format!("expected llama or qwen3, found {other:?}"),
+                ));
+            }
+        };
+        let qwen = kind == LlamaKind::Qwen3;
+        let num_hidden_layers = c.positive("num_hidden_layers")?;
+        let hidden_size = c.positive("hidden_size")?;
+        let intermediate_size = c.positive("intermediate_size")?;
+        let num_attention_heads = c.positive("num_attention_heads")?;
+        // Required by qwen3.py's dataclass; llama.py defaults them.
+        let num_key_value_heads = match (qwen, c.opt_usize("num_key_value_heads")?) {
+            (_, Some(n)) => n,
+            (false, None) => num_attention_heads,
+            (true, None) => {
+                return Err(c.err("num_key_value_heads", "missing; expected an integer"));
+            }
+        };
+        if num_key_value_heads == 0 || !num_attention_heads.is_multiple_of(num_key_value_heads) {
+            return Err(c.err(
+                "num_key_value_heads",
+                format!(
+                    "must divide num_attention_heads ({num_attention_heads}), found \
+                     {num_key_value_heads}"
+                ),
+            ));
+        }
+        let head_dim = match (qwen, c.opt_usize("head_dim")?) {
+            (_, Some(d)) => d,
+            (false, None) => {
+                if !hidden_size.is_multiple_of(num_attention_heads) {
+                    return Err(c.err(
+                        "head_dim",
+                        format!(
+                            "missing, and hidden_size ({hidden_size}) is not a multiple of \
+                             num_attention_heads ({num_attention_heads})"
+                        ),
+                    ));
+                }
+                hidden_size / num_attention_heads
+            }
+            (true, None) => return Err(c.err("head_dim", "missing; expected an integer")),
+        };
+        if head_dim == 0 || !head_dim.is_multiple_of(2) {
+            return Err(c.err(
+                "head_dim",
+                format!("must be even and positive, found {head_dim}"),
+            ));
+        }
+        let rms_norm_eps = c.f64("rms_norm_eps")?;
+        if !(rms_norm_eps.is_finite() && rms_norm_eps > 0.0) {
+            return Err(c.err("rms_norm_eps", format!("must be > 0, found {rms_norm_eps}")));
+        }
+        let vocab_size = c.positive("vocab_size")?;
+        let max_position_embeddings = c.opt_usize("max_position_embeddings")?;
+        if qwen && max_position_embeddings.is_none() {
+            return Err(c.err("max_position_embeddings", "missing; expected an integer"));
+        }
+        let tie_word_embeddings = match (qwen, c.opt_bool("tie_word_embeddings")?) {
+            (_, Some(t)) => t,
+            (false, None) => true,
+            (true, None) => {
+                return Err(c.err("tie_word_embeddings", "missing; expected true or false"));
+            }
+        };
+        for key in ["attention_bias", "mlp_bias"] {
+            if c.opt_bool(key)? == Some(true) {
+                return Err(c.err(key, "biased projections are not supported; expected false"));
+            }
+        }
+        if c.opt_bool("rope_traditional")? == Some(true) {
+            return Err(c.err(
+                "rope_traditional",
+                "only rotating halves is supported; expected false",
+            ));
+        }
+        if let Some(types) = c.get_non_null("layer_types") {
+            let all_full = types
+                .as_array()
+                .is_some_and(|t| t.iter().all(|v| v.as_str() == Some("full_attention")));
+            if !all_full {
+                return Err(c.err(
+                    "layer_types",
+                    "only full_attention layers are supported in the Llama family",
+                ));
+            }
+        }
+        if c.opt_bool("use_sliding_window")? == Some(true) {
+            return Err(c.err(
+                "use_sliding_window",
+                "sliding-window attention is not supported in the Llama family; expected false",
+            ));
+        }
+        if let Some(act) = c.opt_str("hidden_act")?
+            && act != "silu"
+        {
+            return Err(c.err("hidden_act", format!("expected \"silu\", found {act:?}")));
+        }
+        let rope = read_rope(&c, qwen)?;
+
+        let token = |key: &str, v: &Value| -> Result<u32> {
+            v.as_u64()
+                .and_then(|n| u32::try_from(n).ok())
+                .ok_or_else(|| c.err(key, format!("expected a token id, found {v}")))
+        };
+        let bos_token_id = match c.get_non_null("bos_token_id") {
+            Some(v) => Some(token("bos_token_id", v)?),
+            None => None,
+        };
+        let eos_token_ids = match c.get_non_null("eos_token_id") {
+            None => Vec::new(),
+            Some(Value::Array(items)) => items
+                .iter()
+                .map(|v| token("eos_token_id", v))
+                .collect::<Result<Vec<_>>>()?,
+            Some(v) => vec![token("eos_token_id", v)?],
+        };
+        let quantization = match c.get_non_null("quantization") {
+            Some(q) => Some(QuantizationMap::from_value(file, "quantization", q)?),
+            None => None,
+        };
+        Ok(LlamaConfig {
+            source: file.to_owned(),
+            kind,
+            hidden_size,
+            num_hidden_layers,
+            intermediate_size,
+            num_attention_heads,
+            num_key_value_heads,
+            head_dim,
+            qk_norm: qwen,
+            rope,
+            rms_norm_eps,
+            vocab_size,
+            tie_word_embeddings,
+            max_position_embeddings,
+            bos_token_id,
+            eos_token_ids,
+            quantization,
+        })
+    }
+
+    /// The config as mlx-lm reads it (every key this engine uses spelled out).
+    /// `quantization` is written separately.
+    pub fn to_json(&self) -> Value {
+        let rope_scaling = match self.rope {
+            LlamaRope::Default { .. } => Value::Null,
+            LlamaRope::Llama3 { scaling: s, .. } => json!({
+                "rope_type": "llama3",
+                "factor": s.factor,
+                "low_freq_factor": s.low_freq_factor,
+                "high_freq_factor": s.high_freq_factor,
+                "original_max_position_embeddings": s.original_max_position_embeddings as u64,
+            }),
+        };
+        let theta = match self.rope {
+            LlamaRope::Default { theta } | LlamaRope::Llama3 { theta, .. } => theta,
+        };
+        json!({
+            "model_type": self.kind.model_type(),
+            "hidden_size": self.hidden_size,
+            "num_hidden_layers": self.num_hidden_layers,
+            "intermediate_size": self.intermediate_size,
+            "num_attention_heads": self.num_attention_heads,
+            "num_key_value_heads": self.num_key_value_heads,
+            "head_dim": self.head_dim,
+            "hidden_act": "silu",
+            "attention_bias": false,
+            "mlp_bias": false,
+            "rms_norm_eps": self.rms_norm_eps,
+            "rope_theta": theta,
+            "rope_scaling": rope_scaling,
+            "vocab_size": self.vocab_size,
+            "tie_word_embeddings": self.tie_word_embeddings,
+            "max_position_embeddings": self.max_position_embeddings,
+            "bos_token_id": self.bos_token_id,
+            "eos_token_id": self.eos_token_ids,
+        })
+    }
+}
+
+fn positive_f64(o: &Obj<'_>, key: &str, default: Option<f64>) -> Result<f64> {
+    let v = match (o.opt_f64(key)?, default) {
+        (Some(v), _) => v,
+        (None, Some(d)) => d,
+        (None, None) => return Err(o.err(key, "missing; expected a number")),
+    };
+    if !(v.is_finite() && v > 0.0) {
+        return Err(o.err(key, format!("must be > 0, found {v}")));
+    }
+    Ok(v)
+}
+
+fn read_rope(c: &Obj<'_>, qwen: bool) -> Result<LlamaRope> {
+    // transformers >= 5 nests rope_theta and rope_scaling under rope_parameters (qwen3.py
+    // reads them from there when the flat keys are absent).
+    let params = match c.get_non_null("rope_parameters") {
+        Some(_) if qwen => Some(c.child("rope_parameters", "an object")?),
+        _ => None,
+    };
+    let theta = match (c.opt_f64("rope_theta")?, &params) {
+        (Some(_), _) => positive_f64(c, "rope_theta", None)?,
+        (None, Some(p)) => positive_f64(p, "rope_theta", None)?,
+        (None, None) if qwen => return Err(c.err("rope_theta", "missing; expected a number")),
+        (None, None) => 10000.0,
+    };
+    let scaling = match (c.get_non_null("rope_scaling"), params) {
+        (Some(_), _) => Some(c.child("rope_scaling", "an object")?),
+        (None, p) => p,
+    };
+    let Some(s) = scaling else {
+        return Ok(LlamaRope::Default { theta });
+    };
+    let rope_type = match s.opt_str("type")? {
+        Some(t) => t,
+        None => s.opt_str("rope_type")?.unwrap_or("default"),
+    };
+    match rope_type {
+        "default" => Ok(LlamaRope::Default { theta }),
+        "llama3" => {
+            let scaling = Llama3Scaling {
+                factor: positive_f64(&s, "factor", None)?,
+                low_freq_factor: positive_f64(&s, "low_freq_factor", Some(1.0))?,
+                high_freq_factor: positive_f64(&s, "high_freq_factor", Some(4.0))?,
+                original_max_position_embeddings: positive_f64(
+                    &s,
+                    "original_max_position_embeddings",
+                    Some(8192.0),
+                )?,
+            };
+            if scaling.high_freq_factor <= scaling.low_freq_factor {
+                return Err(s.err(
+                    "high_freq_factor",
+                    format!(
+                        "must exceed low_freq_factor ({}), found {}",
+                        scaling.low_freq_factor, scaling.high_freq_factor
+                    ),
+                ));
+            }
+            Ok(LlamaRope::Llama3 { theta, scaling })
+        }
+        other => Err(s.err(
+            if s.get("type").is_some() {
+                "type"
+            } else {
+                "rope_type"
+            },
+            format!("expected \"default\" or \"llama3\", found {other:?}"),
+        )),
+    }
+}

@@ -1,0 +1,146 @@
+//! The Llama family (`model_type` llama, qwen3): the loaded model ([`Llama`]), its
+//! config, weights, building blocks, monolith, the step generated code runs, and its
+//! synthetic twins.
+
+pub mod blocks;
+pub mod config;
+pub mod monolith;
+pub mod step;
+pub mod synth;
+pub mod weights;
+
+use std::path::Path;
+
+pub use config::{LlamaConfig, LlamaKind, LlamaRope};
+
+use crate::cache::{AnyCache, CacheGeometry};
+use crate::error::{Error, Result};
+use crate::kv_layout::KvLayout;
+use crate::nn::Rope;
+use crate::nn::scaled::inv_sqrt_scale;
+use crate::plan::ModelPlan;
+use crate::weights::catalog::Catalog;
+use weights::LlamaWeights;
+
+/// A loaded Llama-family model: config, resolved plan, weights and load-time constants.
+/// Shared (behind an `Rc`) by the monolith and generated implementations.
+#[derive(Debug)]
+pub struct Llama {
+    /// The validated config.
+    pub config: LlamaConfig,
+    /// The kv layout the plan was resolved with.
+    pub kv_layout: KvLayout,
+    /// The plan for the kv layout.
+    pub plan: ModelPlan,
+    /// The weights.
+    pub weights: LlamaWeights,
+    /// The RoPE of every layer.
+    pub rope: Rope,
+    /// rms_norm_eps as the C float MLX receives.
+    pub eps: f32,
+    /// The attention scale `head_dim ** -0.5`.
+    pub scale: f64,
+}
+
+impl Llama {
+    /// Builds the model from parts already read and checked.
+    pub fn new(config: LlamaConfig, kv_layout: KvLayout, weights: LlamaWeights) -> Result<Self> {
+        let plan = ModelPlan::resolve_llama(&config, &kv_layout)?;
+        let rope = match config.rope {
+            LlamaRope::Default { theta } => Rope::Default {
+                dims: config.head_dim as i32,
+                base: theta as f32,
+            },
+            LlamaRope::Llama3 { theta, scaling } => Rope::llama3(config.head_dim, theta, scaling)?,
+        };
+        Ok(Llama {
+            eps: config.rms_norm_eps as f32,
+            scale: inv_sqrt_scale(config.head_dim),
+            config,
+            kv_layout,
+            plan,
+            weights,
+            rope,
+        })
+    }
+
+    /// Loads a model folder: `config.json`, weights, and `kv_layout`.
+    pub fn load(
+        dir: &Path,
+        kv_layout: KvLayout,
+        on_file: impl FnMut(usize, usize),
+    ) -> Result<Self> {
+        let config = LlamaConfig::from_file(&dir.join("config.json"))?;
+        ModelPlan::resolve_llama(&config, &kv_layout)?;
+        let catalog = Catalog::open(dir)?;
+        let weights = LlamaWeights::load(&config, &catalog, on_file)?;
+        Llama::new(config, kv_layout, weights)
+    }
+
+    /// Builds a model from tensors in memory (canonical names), e.g. a synthetic twin.
+    pub fn from_tensors(
+        config: LlamaConfig,
+        kv_layout: KvLayout,
+        tensors: impl IntoIterator<Item = (String, mlx_rs::Array)>,
+    ) -> Result<Self> {
+        ModelPlan::resolve_llama(&config, &kv_layout)?;
+        let catalog = Catalog::from_arrays(tensors)?;
+        let weights = LlamaWeights::load(&config, &catalog, |_, _| {})?;
+        Llama::new(config, kv_layout, weights)
+    }
+
+    /// The geometry of every cache for `batch` rows.
+    pub fn cache_geometry(&self, batch: usize) -> CacheGeometry {
+        CacheGeometry {
+            batch,
+            kv_heads: self.config.num_key_value_heads,
+            head_dim: self.config.head_dim,
+            dtype_bytes: dtype_bytes(self.weights.dtype),
+        }
+    }
+
+    /// Empty float caches (one per layer): what the first prefill runs on.
+    pub fn float_caches(&self, batch: usize) -> Vec<AnyCache> {
+        self.caches_for(&self.plan.with_float_caches(), batch)
+    }
+
+    /// Empty caches of the plan's signatures.
+    pub fn planned_caches(&self, batch: usize) -> Vec<AnyCache> {
+        self.caches_for(&self.plan, batch)
+    }
+
+    fn caches_for(&self, plan: &ModelPlan, batch: usize) -> Vec<AnyCache> {
+        plan.layers
+            .iter()
+            .map(|l| AnyCache::new(l.cache, self.cache_geometry(batch), 0))
+            .collect()
+    }
+
+    /// Checks that `caches` fit this model: one growing cache per layer.
+    pub fn check_caches(&self, caches: &[AnyCache]) -> Result<()> {
+        let expected = self.plan.num_caches();
+        if caches.len() != expected {
+            return Err(Error::Request(format!(
+                "the model has {expected} KV caches (one per layer), {} were given",
+                caches.len()
+            )));
+        }
+        for (i, c) in caches.iter().enumerate() {
+            if c.signature().is_rotating() {
+                return Err(Error::Cache {
+                    cache: i,
+                    message: format!("is {} but layer {i} is full attention", c.signature()),
+                });
+            }
+        }
+        Ok(())
+    }
+}
+
+/// Bytes of an MLX float dtype.
+fn dtype_bytes(d: mlx_rs::Dtype) -> usize {
+    match d {
+        mlx_rs::Dtype::Float32 => 4,
+        _ => 2,
+    }
+}

@@ -1,0 +1,71 @@
+//! The Llama-family monolith: the generic forward pass that walks the plan at run time.
+//! It is the reference generated code must match bit for bit, and the path every call
+//! takes when no specialization fits.
+
+use std::rc::Rc;
+
+use mlx_rs::Array;
+
+use super::Llama;
+use super::blocks;
+use crate::cache::AnyCache;
+use crate::error::Result;
+use crate::model::{LanguageModel, ModelRef};
+use crate::plan::ModelPlan;
+
+/// The id of the Llama-family monolith.
+pub const MONOLITH_ID: &str = "llama-monolith";
+
+/// Logits `[B, L, vocab]` of `tokens` (`[B, L]` int32), updating `caches`.
+pub fn forward(m: &Llama, tokens: &Array, caches: &mut [AnyCache]) -> Result<Array> {
+    m.check_caches(caches)?;
+    let mut h = blocks::embed(m, tokens)?;
+    let mask = blocks::mask(caches, tokens.dim(1))?;
+    for (i, layer) in m.plan.layers.iter().enumerate() {
+        let w = &m.weights.layers[i];
+        let qk_norm = layer.flags.qk_norm;
+        let x = blocks::input_norm(m, w, &h)?;
+        let q = blocks::queries(m, &w.attn, &x, qk_norm)?;
+        let (k, v) = blocks::keys_values(m, &w.attn, &x, qk_norm)?;
+        let c = &mut caches[layer.kv.cache_index()];
+        let offset = c.offset() as i32;
+        let q = blocks::rope(&m.rope, &q, offset)?;
+        let k = blocks::rope(&m.rope, &k, offset)?;
+        let kv = c.update_and_fetch(&k, &v)?;
+        let o = blocks::attend(m, &q, &kv, &mask)?;
+        h = blocks::attention_out(w, &h, &o)?;
+        h = blocks::mlp(m, w, &h)?;
+    }
+    blocks::head(m, &h)
+}
+
+/// The monolith as a [`LanguageModel`].
+#[derive(Debug, Clone)]
+pub struct LlamaMonolith {
+    model: Rc<Llama>,
+}
+
+impl LlamaMonolith {
+    /// Wraps a loaded model.
+    pub fn new(model: Rc<Llama>) -> Self {
+        LlamaMonolith { model }
+    }
+}
+
+impl LanguageModel for LlamaMonolith {
+    fn forward(&self, tokens: &Array, caches: &mut [AnyCache]) -> Result<Array> {
+        forward(&self.model, tokens, caches)
+    }
+
+    fn plan(&self) -> &ModelPlan {
+        &self.model.plan
+    }
+
+    fn loaded(&self) -> ModelRef<'_> {
+        ModelRef::Llama(&self.model)
+    }
+
+    fn implementation(&self) -> &str {
+        MONOLITH_ID
+    }
+}

@@ -1,0 +1,123 @@
+//! Synthetic Llama-family models: shrunk twins of published configs (same plan, small
+//! dimensions) and seeded random weights in mlx-community naming, float or quantized.
+
+use std::collections::BTreeMap;
+use std::path::Path;
+
+use mlx_rs::{Array, Dtype};
+
+use super::config::LlamaConfig;
+use super::weights::{TensorRole, canonical_tensors};
+use crate::error::{Error, Result};
+use crate::quantization::QuantizationMap;
+use crate::synth::{SynthOptions, write_atomic};
+
+/// The shrunk twin of `config`: layer count, q/k norm, RoPE kind, tying and the GQA
+/// ratio kept; dimensions small (head dim 64, so group-64 KV quantization applies).
+pub fn twin(config: &LlamaConfig) -> LlamaConfig {
+    let mut t = config.clone();
+    t.source = format!("twin of {}", config.source);
+    let ratio = (config.num_attention_heads / config.num_key_value_heads).clamp(1, 4);
+    t.num_attention_heads = 4;
+    t.num_key_value_heads = 4 / ratio;
+    t.head_dim = 64;
+    t.hidden_size = 64;
+    t.intermediate_size = 128;
+    t.vocab_size = 512;
+    t.quantization = None;
+    t
+}
+
+/// Random tensors for `config` by canonical name (quantized modules as
+/// `.weight`/`.scales`/`.biases`) with floats in `dtype`, and the quantization map.
+pub fn random_tensors_as(
+    config: &LlamaConfig,
+    opts: SynthOptions,
+    dtype: Dtype,
+) -> Result<(BTreeMap<String, Array>, Option<QuantizationMap>)> {
+    let mut out = BTreeMap::new();
+    let qmap = opts.quant.map(|q| QuantizationMap {
+        global: Some(q),
+        overrides: BTreeMap::new(),
+    });
+    for (name, role) in canonical_tensors(config) {
+        let key = mlx_rs::random::key(opts.seed ^ crate::synth::fnv1a(&name))?;
+        match role {
+            TensorRole::Module { out: o, inp } => {
+                let std = if name == "embed_tokens" {
+                    1.0
+                } else {
+                    (inp as f32).powf(-0.5)
+                };
+                let w = crate::synth::normal(&[o as i32, inp as i32], std, &key, dtype)?;
+                match opts.quant.filter(|q| inp % q.group_size as usize == 0) {
+                    Some(q) => {
+                        let (wq, scales, biases) =
+                            mlx_rs::ops::quantize(&w, q.group_size as i32, q.bits as i32)?;
+                        mlx_rs::transforms::eval([&wq, &scales, &biases])?;
+                        out.insert(format!("{name}.weight"), wq);
+                        out.insert(format!("{name}.scales"), scales);
+                        out.insert(format!("{name}.biases"), biases);
+                    }
+                    None => {
+                        w.eval()?;
+                        out.insert(format!("{name}.weight"), w);
+                    }
+                }
+            }
+            TensorRole::Norm(d) => {
+                let w = mlx_rs::random::normal::<f32>(&[d as i32][..], 1.0, 0.1, &key)?;
+                out.insert(name, w.as_dtype(dtype)?);
+            }
+        }
+    }
+    let arrays: Vec<&Array> = out.values().collect();
+    mlx_rs::transforms::eval(arrays)?;
+    Ok((out, qmap))
+}
+
+/// The config.json of a synthetic folder (flat, as mlx-community ships these models).
+pub fn folder_config_json(
+    config: &LlamaConfig,
+    quant: Option<&QuantizationMap>,
+) -> serde_json::Value {
+    use serde_json::json;
+    let mut top = config.to_json();
+    if let Some(g) = quant.and_then(|q| q.global) {
+        top["quantization"] = json!({"group_size": g.group_size, "bits": g.bits, "mode": "affine"});
+    }
+    top
+}
+
+/// Writes `model.safetensors` (names under `model.`, the head as `lm_head`) and
+/// `config.json` into `dir`, each through a temporary file renamed into place.
+pub fn write_folder(
+    dir: &Path,
+    config: &LlamaConfig,
+    tensors: &BTreeMap<String, Array>,
+    quant: Option<&QuantizationMap>,
+) -> Result<()> {
+    std::fs::create_dir_all(dir).map_err(|e| Error::io(dir, e))?;
+    let weights = dir.join("model.safetensors");
+    let tmp = dir.join(".partial-model.safetensors");
+    let named = tensors.iter().map(|(k, v)| {
+        let name = if k.starts_with("lm_head") {
+            k.clone()
+        } else {
+            format!("model.{k}")
+        };
+        (name, v)
+    });
+    let metadata = std::collections::HashMap::from([("format".to_owned(), "mlx".to_owned())]);
+    Array::save_safetensors(named, &metadata, &tmp).map_err(|e| {
+        Error::weights(
+            tmp.display().to_string(),
+            "(file)",
+            format!("writing failed: {e}"),
+        )
+    })?;
+    std::fs::rename(&tmp, &weights).map_err(|e| Error::io(&weights, e))?;
+    let text =
+        serde_json::to_string_pretty(&folder_config_json(config, quant)).expect("json") + "\n";
+    write_atomic(&dir.join("config.json"), text.as_bytes())
+}
