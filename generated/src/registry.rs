@@ -6,7 +6,7 @@
 use runtime::registry::Implementation;
 
 /// The generated implementations, one per model, in name order.
-pub const IMPLEMENTATIONS: [Implementation; 7] = [
+pub const IMPLEMENTATIONS: [Implementation; 9] = [
     crate::models::gemma4_12b::IMPLEMENTATION,
     crate::models::gemma4_26b_a4b::IMPLEMENTATION,
     crate::models::gemma4_26b_a4b_float::IMPLEMENTATION,
@@ -14,6 +14,8 @@ pub const IMPLEMENTATIONS: [Implementation; 7] = [
     crate::models::gemma4_e2b::IMPLEMENTATION,
     crate::models::gemma4_e4b::IMPLEMENTATION,
     crate::models::gemma4_e4b_float::IMPLEMENTATION,
+    crate::models::llama_3_2_1b::IMPLEMENTATION,
+    crate::models::qwen3_0_6b::IMPLEMENTATION,
 ];
 
 /// [`IMPLEMENTATIONS`] as the list `Registry::new` takes.

@@ -4,19 +4,14 @@
 //! preset's kv layout through both on separate caches, logits compared bit for bit.
 //! (The full parity gate lives in parity-tests.)
 
-use std::path::{Path, PathBuf};
-use std::rc::Rc;
-
 use runtime::cache::AnyCache;
-use runtime::config::Gemma4Config;
 use runtime::fingerprint::Fingerprint;
 use runtime::kv_layout::KvLayout;
 use runtime::mlx_rs::{Array, Dtype};
-use runtime::model::gemma4::Gemma4;
-use runtime::model::gemma4::monolith::Gemma4Monolith;
-use runtime::model::{LanguageModel, Loaded};
+use runtime::model::{AnyConfig, Loaded};
 use runtime::registry::Implementation;
-use runtime::synth::{self, SynthOptions};
+use runtime::synth::SynthOptions;
+use std::path::{Path, PathBuf};
 
 const PREFILL: usize = 20;
 const DECODE: usize = 3;
@@ -30,29 +25,31 @@ fn repo_root() -> PathBuf {
 
 /// The twin of an implementation's preset, with the preset's kv layout (bf16 weights;
 /// float32 for MoE models).
-fn twin_model(imp: &Implementation) -> (Rc<Gemma4>, KvLayout) {
+fn twin_model(imp: &Implementation) -> (Loaded, KvLayout) {
     let folder = repo_root().join(imp.source);
-    let config = Gemma4Config::from_file(&folder.join("config.json")).expect("preset config");
+    let config = AnyConfig::from_file(&folder.join("config.json")).expect("preset config");
     let kv_path = folder.join("kv_config.json");
     let kv = if kv_path.exists() {
         KvLayout::from_file(&kv_path).expect("preset kv_config")
     } else {
         KvLayout::float()
     };
-    let twin = synth::twin(&config);
+    let twin = config.twin();
     let opts = SynthOptions {
         seed: 1,
         quant: None,
     };
-    let (mut tensors, _) = synth::random_tensors(&twin, opts).expect("random tensors");
-    if twin.moe.is_some() {
+    let (mut tensors, _) = twin
+        .random_tensors(opts, Dtype::Bfloat16)
+        .expect("random tensors");
+    if twin.has_moe() {
         // MLX's CPU `gather_mm` (the experts) only takes float32.
         for t in tensors.values_mut() {
             *t = t.as_dtype(Dtype::Float32).expect("cast to f32");
         }
     }
-    let model = Gemma4::from_tensors(twin, kv.clone(), tensors).expect("twin model");
-    (Rc::new(model), kv)
+    let model = Loaded::from_tensors(twin, kv.clone(), tensors).expect("twin model");
+    (model, kv)
 }
 
 fn tokens(ids: &[i32]) -> Array {
@@ -68,21 +65,21 @@ fn bits(logits: &Array) -> Vec<u32> {
 fn check(imp: &Implementation) {
     let (model, kv) = twin_model(imp);
     assert_eq!(
-        Fingerprint::of(&model.plan).short(),
+        Fingerprint::of(model.plan()).short(),
         imp.fingerprint,
         "{}: the twin's plan does not have the generated fingerprint",
         imp.id
     );
-    let generated = imp.construct_on(&Loaded::Gemma4(model.clone())).unwrap();
-    let monolith = Gemma4Monolith::new(model.clone());
+    let generated = imp.construct_on(&model).unwrap();
+    let monolith = model.monolith();
     assert_eq!(generated.implementation(), imp.id);
 
     // Prefill on float caches. The guard falls back to the monolith unless the module
     // was generated for float caches (a preset without kv_config.json).
-    let vocab = model.config.vocab_size as i32;
+    let vocab = model.as_ref().vocab_size() as i32;
     let prompt: Vec<i32> = (0..PREFILL as i32).map(|i| (i * 37 + 11) % vocab).collect();
-    let mut generated_caches = model.float_caches(1);
-    let mut monolith_caches = model.float_caches(1);
+    let mut generated_caches = model.as_ref().float_caches(1);
+    let mut monolith_caches = model.as_ref().float_caches(1);
     let g = generated
         .forward(&tokens(&prompt), &mut generated_caches)
         .unwrap_or_else(|e| panic!("{}: generated prefill: {e}", imp.id));

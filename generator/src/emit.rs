@@ -41,7 +41,7 @@ pub fn variants(plan: &ModelPlan) -> Result<Variants> {
         .layers
         .iter()
         .enumerate()
-        .map(|(i, l)| Variant::of(i, l))
+        .map(|(i, l)| Variant::of(plan.family, i, l))
         .collect::<Result<Vec<_>>>()?;
     let mut distinct: Vec<(Variant, Vec<usize>)> = Vec::new();
     for (i, v) in per_layer.iter().enumerate() {
@@ -168,21 +168,17 @@ fn imports(plan: &ModelPlan, variants: &[Variant]) -> TokenStream {
     if shares {
         block_items.push(quote!(SharedKv));
     }
+    let code = crate::family::of(plan.family);
+    let module = code.module();
+    let ty = code.model_type();
     let blocks = if block_items.len() == 1 {
         quote!(
-            use runtime::model::gemma4::blocks;
+            use #module::blocks;
         )
     } else {
-        quote!(use runtime::model::gemma4::blocks::{#(#block_items),*};)
+        quote!(use #module::blocks::{#(#block_items),*};)
     };
-
-    let mut nn = vec![];
-    if variants.iter().any(|v| v.quant().is_none()) {
-        nn.push(quote!(sdpa));
-    }
-    if variants.iter().any(|v| v.quant().is_some()) {
-        nn.push(quote!(sdpa_quantized));
-    }
+    let attention = code.attention_imports(variants);
     let quant = any_quant.then(|| {
         quote!(
             use runtime::quantization::QuantSpec;
@@ -201,9 +197,9 @@ fn imports(plan: &ModelPlan, variants: &[Variant]) -> TokenStream {
         use runtime::model::{LanguageModel, ModelRef};
         #blocks
         use runtime::config::LayerType;
-        use runtime::model::gemma4::step::{self, DecodeSegments, LayerStages, Stage, Step};
-        use runtime::model::gemma4::{Gemma4, monolith};
-        use runtime::nn::{#(#nn),*};
+        use #module::step::{self, DecodeSegments, LayerStages, Stage, Step};
+        use #module::{#ty, monolith};
+        #attention
         use runtime::plan::{Family, ModelPlan};
         #quant
         use runtime::registry::{Constructor, Implementation};
@@ -217,10 +213,7 @@ fn model_type(spec: ModuleSpec<'_>, family: Family) -> TokenStream {
     let name = spec.name.as_str();
     let id = spec.name.implementation_id();
     let source = spec.source_folder;
-    let family = match family {
-        Family::Gemma4 => quote!(Family::Gemma4),
-        Family::Llama => quote!(Family::Llama),
-    };
+    let tag = crate::family::of(family).model_type();
     let type_doc = doc::lines(&format!(
         "{name} with its generated fast path: a guard (the plan's fingerprint, checked once, \
          and the live cache signatures, checked every call) in front of [`forward_layers`], \
@@ -233,7 +226,7 @@ fn model_type(spec: ModuleSpec<'_>, family: Family) -> TokenStream {
         #type_doc
         #[derive(Debug)]
         pub struct #ty {
-            model: Rc<Gemma4>,
+            model: Rc<#tag>,
             plan_matches: bool,
             fast_path_calls: Cell<u64>,
             segments: RefCell<Option<DecodeSegments>>,
@@ -241,7 +234,7 @@ fn model_type(spec: ModuleSpec<'_>, family: Family) -> TokenStream {
 
         impl #ty {
             /// Wraps a loaded model.
-            pub fn new(model: Rc<Gemma4>) -> Self {
+            pub fn new(model: Rc<#tag>) -> Self {
                 let plan_matches = Fingerprint::of(&model.plan).short() == FINGERPRINT;
                 #ty {
                     model,
@@ -271,7 +264,7 @@ fn model_type(spec: ModuleSpec<'_>, family: Family) -> TokenStream {
             }
 
             fn loaded(&self) -> ModelRef<'_> {
-                ModelRef::Gemma4(&self.model)
+                ModelRef::#tag(&self.model)
             }
 
             fn implementation(&self) -> &str {
@@ -283,17 +276,17 @@ fn model_type(spec: ModuleSpec<'_>, family: Family) -> TokenStream {
             }
         }
 
-        fn construct(model: Rc<Gemma4>) -> Box<dyn LanguageModel> {
+        fn construct(model: Rc<#tag>) -> Box<dyn LanguageModel> {
             Box::new(#ty::new(model))
         }
 
         #implementation_doc
         pub const IMPLEMENTATION: Implementation = Implementation {
             id: #id,
-            family: #family,
+            family: Family::#tag,
             fingerprint: FINGERPRINT,
             source: #source,
-            construct: Constructor::Gemma4(construct),
+            construct: Constructor::#tag(construct),
         };
     }
 }

@@ -54,6 +54,7 @@ pub fn check(plan: &ModelPlan) -> Result<()> {
 
 /// `pub fn forward_layers(m, tokens, caches, segments)` and the `STAGES` table.
 pub fn function(model_name: &str, plan: &ModelPlan, variants: &[Variant]) -> TokenStream {
+    let ty = crate::family::of(plan.family).model_type();
     let patterns = plan.layers.iter().filter(|l| l.kv.is_donor()).map(|l| {
         let kind = any_cache_variant(l.cache);
         let binding = format_ident!("c{}", l.kv.cache_index());
@@ -108,7 +109,7 @@ pub fn function(model_name: &str, plan: &ModelPlan, variants: &[Variant]) -> Tok
 
         #docs
         pub fn forward_layers(
-            m: &Gemma4,
+            m: &#ty,
             tokens: &Array,
             caches: &mut [AnyCache],
             segments: Option<&mut DecodeSegments>,

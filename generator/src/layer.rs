@@ -91,82 +91,42 @@ pub fn function(v: &Variant, layers: &[usize]) -> TokenStream {
     let which = ranges(layers);
     let docs = doc::lines(&format!("{noun} {which}. {}", v.describe()));
 
-    let (head_dim, rope, mask) = match v.attention {
-        LayerType::Sliding => (
-            quote!(m.config.head_dim),
-            quote!(&m.rope_sliding),
-            quote!(LayerType::Sliding),
-        ),
-        LayerType::Full => (
-            quote!(m.config.global_head_dim),
-            quote!(&m.rope_full),
-            quote!(LayerType::Full),
-        ),
+    let code = crate::family::of(v.family);
+    let ty = code.model_type();
+    let rope = code.rope(v.attention);
+    let mask = match v.attention {
+        LayerType::Sliding => quote!(LayerType::Sliding),
+        LayerType::Full => quote!(LayerType::Full),
     };
     let pre_name = pre.to_string();
     let post_name = post.to_string();
 
     // Before RoPE and the cache update: norms and projections.
-    let pre_fn = match v.role {
-        Role::Donor { .. } => {
-            let k_eq_v = v.k_eq_v;
-            let pre_doc = doc::lines(&format!(
-                "Before RoPE and the cache update of {} {which}: `[h] -> [q, k, v]`.",
-                noun.to_lowercase()
-            ));
-            quote! {
-                #pre_doc
-                fn #pre(m: &Gemma4, i: usize, a: &[Array]) -> Result<Vec<Array>> {
-                    let [h] = step::args(#pre_name, i, a)?;
-                    let w = &m.weights.layers[i];
-                    let head_dim = #head_dim as i32;
-                    let x = blocks::input_norm(m, w, &h)?;
-                    let q = blocks::queries(m, &w.attn, &x, head_dim)?;
-                    let (k, v) = blocks::keys_values(m, &w.attn, &x, head_dim, #k_eq_v)?;
-                    Ok(vec![q, k, v])
-                }
-            }
-        }
-        Role::Sharer => {
-            let pre_doc = doc::lines(&format!(
-                "Before RoPE and attention of {} {which}: `[h] -> [q]`.",
-                noun.to_lowercase()
-            ));
-            quote! {
-                #pre_doc
-                fn #pre(m: &Gemma4, i: usize, a: &[Array]) -> Result<Vec<Array>> {
-                    let [h] = step::args(#pre_name, i, a)?;
-                    let w = &m.weights.layers[i];
-                    let x = blocks::input_norm(m, w, &h)?;
-                    let q = blocks::queries(m, &w.attn, &x, #head_dim as i32)?;
-                    Ok(vec![q])
-                }
-            }
+    let pre_body = code.pre_stage(v);
+    let pre_doc = doc::lines(&match v.role {
+        Role::Donor { .. } => format!(
+            "Before RoPE and the cache update of {} {which}: `[h] -> [q, k, v]`.",
+            noun.to_lowercase()
+        ),
+        Role::Sharer => format!(
+            "Before RoPE and attention of {} {which}: `[h] -> [q]`.",
+            noun.to_lowercase()
+        ),
+    });
+    let pre_fn = quote! {
+        #pre_doc
+        fn #pre(m: &#ty, i: usize, a: &[Array]) -> Result<Vec<Array>> {
+            let [h] = step::args(#pre_name, i, a)?;
+            let w = &m.weights.layers[i];
+            #pre_body
         }
     };
 
-    // After attention: output projection, feed-forward, per-layer input, scalar.
-    let mut after = vec![quote!(blocks::attention_out(m, w, &h, &o))];
-    after.push(if v.moe {
-        quote!(blocks::moe_ffn(m, w, blocks::moe_weights(w, i)?, &h))
-    } else {
-        quote!(blocks::dense_ffn(m, w, &h))
-    });
-    if v.per_layer_input {
-        after.push(quote!(blocks::per_layer_gate(
-            m,
-            blocks::ple_weights(w, i)?,
-            &h,
-            &pli
-        )));
-    }
-    if v.layer_scalar {
-        after.push(quote!(blocks::layer_scalar(
-            &h,
-            blocks::scalar_weight(w, i)?
-        )));
-    }
-    let after = after.into_iter().map(|step| quote!(let h = #step?;));
+    // After attention: the family's blocks (output projection, feed-forward, ...).
+    let after = code
+        .post_stage(v)
+        .into_iter()
+        .map(|step| quote!(let h = #step?;));
     let (post_params, post_sig) = if v.per_layer_input {
         (quote!([h, o, pli]), "[h, o, pli] -> [h]")
     } else {
@@ -178,7 +138,7 @@ pub fn function(v: &Variant, layers: &[usize]) -> TokenStream {
     ));
     let post_fn = quote! {
         #post_doc
-        fn #post(m: &Gemma4, i: usize, a: &[Array]) -> Result<Vec<Array>> {
+        fn #post(m: &#ty, i: usize, a: &[Array]) -> Result<Vec<Array>> {
             let #post_params = step::args(#post_name, i, a)?;
             let w = &m.weights.layers[i];
             #(#after)*
@@ -187,13 +147,8 @@ pub fn function(v: &Variant, layers: &[usize]) -> TokenStream {
     };
 
     // The layer: stages around the cache update and attention.
-    let attend = |keys: TokenStream, values: TokenStream| match v.quant() {
-        None => quote!(sdpa(&q, #keys, #values, s.mask(#mask))?),
-        Some(spec) => {
-            let spec = quant_spec(spec);
-            quote!(sdpa_quantized(&q, #keys, #values, #spec, s.mask(#mask))?)
-        }
-    };
+    let attend =
+        |keys: TokenStream, values: TokenStream| code.attend(v.quant(), keys, values, mask.clone());
     let kv_param = match v.role {
         Role::Donor { .. } => {
             let ty = cache_type(v.cache);

@@ -9,6 +9,7 @@
 pub mod doc;
 pub mod emit;
 pub mod error;
+pub mod family;
 pub mod forward;
 pub mod header;
 pub mod ident;

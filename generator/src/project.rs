@@ -20,12 +20,14 @@ pub const MODELS_MOD: &str = "generated/src/models/mod.rs";
 /// The generated registry.
 pub const REGISTRY: &str = "generated/src/registry.rs";
 /// The presets shipped with the repository.
-pub const PRESETS: [&str; 5] = [
+pub const PRESETS: [&str; 7] = [
     "gemma4-e2b",
     "gemma4-e4b",
     "gemma4-12b",
     "gemma4-26b-a4b",
     "gemma4-31b",
+    "llama-3.2-1b",
+    "qwen3-0.6b",
 ];
 
 /// The command that regenerates everything.

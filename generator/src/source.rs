@@ -8,9 +8,9 @@
 
 use std::path::Path;
 
-use runtime::config::Gemma4Config;
 use runtime::fingerprint::Fingerprint;
 use runtime::kv_layout::KvLayout;
+use runtime::model::AnyConfig;
 use runtime::plan::{ModelPlan, WeightFacts};
 use runtime::weights::catalog::Catalog;
 use serde_json::Value;
@@ -51,14 +51,18 @@ impl SourceTexts {
     pub fn read_checkpoint(dir: &Path) -> Result<Self> {
         let config_path = dir.join(CONFIG_FILE);
         let config_text = read(&config_path)?;
-        let config = Gemma4Config::from_json_str(&config_path.display().to_string(), &config_text)?;
+        let config = AnyConfig::from_json_str(&config_path.display().to_string(), &config_text)?;
         let kv_config = read_optional(&dir.join(KV_CONFIG_FILE))?;
         let catalog = Catalog::open(dir)?;
-        let facts = runtime::model::gemma4::weights::weight_facts(&config, &catalog);
+        // Only Gemma 4 has weight facts (layer scalars); a Llama-family plan is the
+        // config and kv layout alone.
+        let weight_facts = config
+            .gemma4()
+            .map(|c| facts_json(&runtime::model::gemma4::weights::weight_facts(c, &catalog)));
         Ok(SourceTexts {
             config: config_text,
             kv_config,
-            weight_facts: Some(facts_json(&facts)),
+            weight_facts,
         })
     }
 
@@ -84,8 +88,8 @@ pub struct ModelSource {
     pub folder: String,
     /// The input files the plan was resolved from.
     pub files: Vec<&'static str>,
-    /// The validated config.
-    pub config: Gemma4Config,
+    /// The validated config (its `model_type` picks the family).
+    pub config: AnyConfig,
     /// The kv layout (float when the model has no kv_config.json).
     pub kv_layout: KvLayout,
     /// The weight facts.
@@ -99,16 +103,30 @@ impl ModelSource {
     /// relative to the repository root, used in messages and the generated header).
     pub fn from_texts(name: ModelName, folder: &str, texts: &SourceTexts) -> Result<Self> {
         let file = |f: &str| format!("{folder}/{f}");
-        let config = Gemma4Config::from_json_str(&file(CONFIG_FILE), &texts.config)?;
+        let config = AnyConfig::from_json_str(&file(CONFIG_FILE), &texts.config)?;
         let kv_layout = match &texts.kv_config {
             Some(text) => KvLayout::from_json_str(&file(KV_CONFIG_FILE), text)?,
             None => KvLayout::float(),
         };
+        let layers = config.num_hidden_layers();
         let facts = match &texts.weight_facts {
-            Some(text) => parse_facts(&file(WEIGHT_FACTS_FILE), text, config.num_hidden_layers)?,
-            None => WeightFacts::all_scalars(config.num_hidden_layers),
+            Some(text) => parse_facts(&file(WEIGHT_FACTS_FILE), text, layers)?,
+            None => WeightFacts::all_scalars(layers),
         };
-        let plan = ModelPlan::resolve(&config, &kv_layout, &facts)?;
+        let plan = match &config {
+            AnyConfig::Gemma4(c) => ModelPlan::resolve(c, &kv_layout, &facts)?,
+            AnyConfig::Llama(c) => {
+                if texts.weight_facts.is_some() {
+                    return Err(runtime::Error::config(
+                        file(WEIGHT_FACTS_FILE),
+                        "layer_scalar",
+                        "the Llama family has no layer scalars; remove this file",
+                    )
+                    .into());
+                }
+                ModelPlan::resolve_llama(c, &kv_layout)?
+            }
+        };
         Ok(ModelSource {
             name,
             folder: folder.to_owned(),

@@ -10,7 +10,7 @@
 use std::fmt::Write as _;
 
 use runtime::config::LayerType;
-use runtime::plan::{KvRole, LayerPlan};
+use runtime::plan::{Family, KvRole, LayerPlan};
 use runtime::quantization::QuantSpec;
 use runtime::signature::CacheSignature;
 
@@ -31,6 +31,8 @@ pub enum Role {
 /// The specialization of one layer.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub struct Variant {
+    /// The family whose blocks the function calls.
+    pub family: Family,
     /// Donor or sharer.
     pub role: Role,
     /// Sliding or full attention.
@@ -45,11 +47,13 @@ pub struct Variant {
     pub moe: bool,
     /// The residual stream is multiplied by the layer scalar.
     pub layer_scalar: bool,
+    /// Queries and keys are RMS-normed over the head dim (Llama family: Qwen3).
+    pub qk_norm: bool,
 }
 
 impl Variant {
-    /// The variant of layer `index` of a plan.
-    pub fn of(index: usize, layer: &LayerPlan) -> Result<Self> {
+    /// The variant of layer `index` of a plan of `family`.
+    pub fn of(family: Family, index: usize, layer: &LayerPlan) -> Result<Self> {
         let sliding = layer.attention == LayerType::Sliding;
         if layer.cache.is_rotating() != sliding {
             return Err(Error::Unsupported(format!(
@@ -67,7 +71,27 @@ impl Variant {
                 "layer {index} shares K/V but is marked k_eq_v (only donors project K/V)"
             )));
         }
+        if family == Family::Llama {
+            let f = layer.flags;
+            let gemma_only = f.k_eq_v || f.per_layer_input || f.moe || f.layer_scalar;
+            if layer.attention != LayerType::Full || role != (Role::Donor { exported: false }) {
+                return Err(Error::Unsupported(format!(
+                    "layer {index}: Llama-family layers are full attention over their own cache"
+                )));
+            }
+            if gemma_only || f.double_wide_mlp {
+                return Err(Error::Unsupported(format!(
+                    "layer {index}: a Llama-family layer with Gemma 4 flags"
+                )));
+            }
+        }
+        if family == Family::Gemma4 && layer.flags.qk_norm {
+            return Err(Error::Unsupported(format!(
+                "layer {index}: qk_norm is a Llama-family flag (Gemma 4 always norms q/k)"
+            )));
+        }
         Ok(Variant {
+            family,
             role,
             attention: layer.attention,
             cache: layer.cache,
@@ -75,6 +99,7 @@ impl Variant {
             per_layer_input: layer.flags.per_layer_input,
             moe: layer.flags.moe,
             layer_scalar: layer.flags.layer_scalar,
+            qk_norm: layer.flags.qk_norm,
         })
     }
 
@@ -94,7 +119,7 @@ impl Variant {
     }
 
     /// `{donor|sharer}_{sliding|full}_{plain|q<bits>g<group>}` then `_keqv`, `_ple`,
-    /// `_moe`, `_scalar`, `_export` as they apply.
+    /// `_moe`, `_scalar`, `_qknorm`, `_export` as they apply.
     pub fn name(&self) -> String {
         let role = if self.is_donor() { "donor" } else { "sharer" };
         let mut name = format!("{role}_{}_{}", self.attention, quant_tag(self.quant()));
@@ -103,6 +128,7 @@ impl Variant {
             (self.per_layer_input, "_ple"),
             (self.moe, "_moe"),
             (self.layer_scalar, "_scalar"),
+            (self.qk_norm, "_qknorm"),
             (self.is_exported(), "_export"),
         ] {
             if on {
@@ -136,11 +162,14 @@ impl Variant {
         if self.k_eq_v {
             s.push_str("; V is the raw k projection (K=V)");
         }
-        s.push_str(if self.moe {
-            "; dense MLP and MoE experts"
-        } else {
-            "; dense MLP"
-        });
+        if self.qk_norm {
+            s.push_str("; q/k RMSNorm over the head dim");
+        }
+        s.push_str("; ");
+        s.push_str(crate::family::of(self.family).mlp_phrase());
+        if self.moe {
+            s.push_str(" and MoE experts");
+        }
         if self.per_layer_input {
             s.push_str("; per-layer-input gate");
         }
@@ -209,6 +238,7 @@ mod tests {
     #[test]
     fn names_follow_the_design() {
         let v = Variant {
+            family: Family::Gemma4,
             role: Role::Donor { exported: true },
             attention: LayerType::Sliding,
             cache: CacheSignature::RotatingQuant(QuantSpec {
@@ -219,9 +249,11 @@ mod tests {
             per_layer_input: true,
             moe: false,
             layer_scalar: true,
+            qk_norm: false,
         };
         assert_eq!(v.name(), "donor_sliding_q4g64_ple_scalar_export");
         let s = Variant {
+            family: Family::Gemma4,
             role: Role::Sharer,
             attention: LayerType::Full,
             cache: CacheSignature::Plain,
@@ -229,7 +261,23 @@ mod tests {
             per_layer_input: false,
             moe: true,
             layer_scalar: false,
+            qk_norm: false,
         };
         assert_eq!(s.name(), "sharer_full_plain_moe");
+        let l = Variant {
+            family: Family::Llama,
+            role: Role::Donor { exported: false },
+            attention: LayerType::Full,
+            cache: CacheSignature::Quant(QuantSpec {
+                bits: 8,
+                group_size: 64,
+            }),
+            k_eq_v: false,
+            per_layer_input: false,
+            moe: false,
+            layer_scalar: false,
+            qk_norm: true,
+        };
+        assert_eq!(l.name(), "donor_full_q8g64_qknorm");
     }
 }

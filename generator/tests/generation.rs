@@ -262,7 +262,7 @@ fn a_checkpoint_becomes_a_model_reproducible_from_the_repository() {
     let s = Scratch::new("checkpoint", &["gemma4-e4b"]);
     // A small E4B-shaped checkpoint whose layer 1 has no layer scalar.
     let e4b = common::preset("gemma4-e4b");
-    let twin = synth::twin(&e4b.config);
+    let twin = synth::twin(e4b.config.gemma4().expect("gemma4"));
     let opts = SynthOptions {
         seed: 3,
         quant: None,

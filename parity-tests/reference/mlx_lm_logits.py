@@ -159,6 +159,7 @@ def main(argv=None) -> None:
     p.add_argument("--prefill", type=int, required=True, help="tokens in the first (prefill) forward")
     p.add_argument("--kv", choices=["float", "config", "dequant"], default="float")
     p.add_argument("--out", required=True)
+    p.add_argument("--no-compile", action="store_true", help="mx.disable_compile(): every mx.compile'd function (swiglu, silu, ...) runs op by op")
     mode = p.add_mutually_exclusive_group()
     mode.add_argument("--steps-as-decode", action="store_true", help="after the prefill, one token per forward (default)")
     mode.add_argument("--chunk", type=int, default=1, help="after the prefill, C tokens per forward")
@@ -167,6 +168,8 @@ def main(argv=None) -> None:
     import mlx.core as mx
 
     mx.set_default_device(mx.cpu)
+    if args.no_compile:
+        mx.disable_compile()
 
     import mlx
     import mlx_lm
@@ -190,7 +193,14 @@ def main(argv=None) -> None:
         if bad:
             fail(f"token ids {bad[:5]} outside the vocabulary (size {vocab})")
 
-    caches = model.make_cache()
+    if hasattr(model, "make_cache"):
+        caches = model.make_cache()
+    else:
+        # Models without their own (qwen3): one KVCache per layer, as mlx-lm's
+        # make_prompt_cache builds it.
+        from mlx_lm.models.cache import make_prompt_cache
+
+        caches = make_prompt_cache(model)
 
     rot = None
     bit_map: dict[int, tuple[int, int]] = {}

@@ -12,21 +12,17 @@
 
 use std::fmt;
 use std::path::{Path, PathBuf};
-use std::rc::Rc;
 use std::time::{Duration, Instant};
 
 use runtime::cache::AnyCache;
-use runtime::config::Gemma4Config;
 use runtime::fingerprint::Fingerprint;
 use runtime::kv_layout::KvLayout;
 use runtime::kv_policy;
 use runtime::mlx_rs::{Array, Dtype};
-use runtime::model::gemma4::Gemma4;
-use runtime::model::gemma4::monolith::Gemma4Monolith;
-use runtime::model::{LanguageModel, Loaded};
+use runtime::model::{AnyConfig, LanguageModel, Loaded};
 use runtime::quantization::QuantSpec;
 use runtime::registry::Implementation;
-use runtime::synth::{self, SynthOptions};
+use runtime::synth::SynthOptions;
 
 /// Weights a gate run uses.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -164,9 +160,9 @@ pub fn workspace_root() -> PathBuf {
 }
 
 /// The preset config and kv layout an implementation was generated from.
-pub fn preset_of(imp: &Implementation) -> Result<(Gemma4Config, KvLayout), String> {
+pub fn preset_of(imp: &Implementation) -> Result<(AnyConfig, KvLayout), String> {
     let dir = workspace_root().join(imp.source);
-    let config = Gemma4Config::from_file(&dir.join("config.json")).map_err(|e| e.to_string())?;
+    let config = AnyConfig::from_file(&dir.join("config.json")).map_err(|e| e.to_string())?;
     let kv = dir.join("kv_config.json");
     let layout = if kv.exists() {
         KvLayout::from_file(&kv).map_err(|e| e.to_string())?
@@ -191,9 +187,9 @@ pub fn tokens(seed: u64, n: usize, vocab: usize) -> Vec<u32> {
 
 /// The generated model and the monolith over one loaded model.
 struct Pair {
-    model: Rc<Gemma4>,
+    model: Loaded,
     generated: Box<dyn LanguageModel>,
-    monolith: Gemma4Monolith,
+    monolith: Box<dyn LanguageModel>,
 }
 
 /// One gate run's state: counts and where we are, for failure messages.
@@ -293,12 +289,12 @@ fn cloned(caches: &[AnyCache]) -> Vec<AnyCache> {
 /// Builds the pair for `imp` with `weights` and `seed` (twin unless `full`).
 fn pair(
     imp: &Implementation,
-    config: &Gemma4Config,
+    config: &AnyConfig,
     layout: &KvLayout,
     weights: Weights,
     seed: u64,
 ) -> Result<Pair, String> {
-    let dtype = if weights == Weights::Float && config.moe.is_some() {
+    let dtype = if weights == Weights::Float && config.has_moe() {
         Dtype::Float32
     } else {
         Dtype::Bfloat16
@@ -307,13 +303,12 @@ fn pair(
         bits: 4,
         group_size: 64,
     });
-    let (tensors, qmap) = synth::random_tensors_as(config, SynthOptions { seed, quant }, dtype)
+    let (tensors, qmap) = config
+        .random_tensors(SynthOptions { seed, quant }, dtype)
         .map_err(|e| e.to_string())?;
-    let mut config = config.clone();
-    config.quantization = qmap;
-    let model =
-        Rc::new(Gemma4::from_tensors(config, layout.clone(), tensors).map_err(|e| e.to_string())?);
-    let fingerprint = Fingerprint::of(&model.plan).short();
+    let config = config.clone().with_quantization(qmap);
+    let model = Loaded::from_tensors(config, layout.clone(), tensors).map_err(|e| e.to_string())?;
+    let fingerprint = Fingerprint::of(model.plan()).short();
     if fingerprint != imp.fingerprint {
         return Err(format!(
             "{}: the {} model's plan has fingerprint {fingerprint}, the implementation {}: the \
@@ -329,16 +324,14 @@ fn pair(
     }
     if self_check() {
         return Ok(Pair {
-            generated: Box::new(Gemma4Monolith::new(model.clone())),
-            monolith: Gemma4Monolith::new(model.clone()),
+            generated: model.monolith(),
+            monolith: model.monolith(),
             model,
         });
     }
     Ok(Pair {
-        generated: imp
-            .construct_on(&Loaded::Gemma4(model.clone()))
-            .map_err(|e| e.to_string())?,
-        monolith: Gemma4Monolith::new(model.clone()),
+        generated: imp.construct_on(&model).map_err(|e| e.to_string())?,
+        monolith: model.monolith(),
         model,
     })
 }
@@ -381,13 +374,10 @@ fn altered(caches: &[AnyCache], layout: &KvLayout) -> Result<Vec<AnyCache>, Stri
 pub fn run(imp: &Implementation, opts: &GateOptions) -> Result<ModelReport, String> {
     let start = Instant::now();
     let (preset, layout) = preset_of(imp)?;
-    let config = if opts.full {
-        preset
-    } else {
-        synth::twin(&preset)
-    };
-    let window = config.sliding_window;
-    let vocab = config.vocab_size;
+    let config = if opts.full { preset } else { preset.twin() };
+    // Families without a window take the twins' 16 as the length scale of the phases.
+    let window = config.sliding_window().unwrap_or(16);
+    let vocab = config.vocab_size();
     let decode_steps = opts.decode_steps.unwrap_or(2 * window + 2);
     let second = opts.second_prefill.unwrap_or(window + 3);
     let mut report = ModelReport {
@@ -397,8 +387,8 @@ pub fn run(imp: &Implementation, opts: &GateOptions) -> Result<ModelReport, Stri
     };
     for &(weights, seed) in &opts.cases {
         let pair = pair(imp, &config, &layout, weights, seed)?;
-        let float_fast = pair.model.plan.cache_signatures()
-            == pair.model.plan.with_float_caches().cache_signatures();
+        let plan = pair.model.plan();
+        let float_fast = plan.cache_signatures() == plan.with_float_caches().cache_signatures();
         for &prompt in &opts.prompt_lens {
             let rows = vec![tokens(
                 seed * 1000 + prompt as u64,
@@ -410,7 +400,7 @@ pub fn run(imp: &Implementation, opts: &GateOptions) -> Result<ModelReport, Stri
                 report: &mut report,
                 context: format!("{} {weights} seed {seed} prompt {prompt}", imp.id),
             };
-            let mut a = pair.model.float_caches(1);
+            let mut a = pair.model.as_ref().float_caches(1);
             let mut b = cloned(&a);
             // (1) The first prefill runs on float caches.
             run.step(
@@ -474,7 +464,7 @@ pub fn run(imp: &Implementation, opts: &GateOptions) -> Result<ModelReport, Stri
                 report: &mut report,
                 context: format!("{} {weights} seed {seed} batch 2", imp.id),
             };
-            let mut a = pair.model.float_caches(2);
+            let mut a = pair.model.as_ref().float_caches(2);
             let mut b = cloned(&a);
             run.step(
                 "float prefill",

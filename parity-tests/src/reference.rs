@@ -295,6 +295,8 @@ pub struct LogitsRequest {
     pub chunk: usize,
     /// Where to keep the output file; `None` writes a scratch file and deletes it after reading.
     pub out: Option<PathBuf>,
+    /// Run with `mx.disable_compile()` (mlx-lm's compiled `swiglu` etc. op by op).
+    pub no_compile: bool,
 }
 
 impl LogitsRequest {
@@ -306,7 +308,14 @@ impl LogitsRequest {
             kv: KvMode::Float,
             chunk: 1,
             out: None,
+            no_compile: false,
         }
+    }
+
+    /// Disables MLX's compile in the reference (`mx.disable_compile()`).
+    pub fn no_compile(mut self, on: bool) -> Self {
+        self.no_compile = on;
+        self
     }
 
     pub fn kv(mut self, kv: KvMode) -> Self {
@@ -490,6 +499,9 @@ impl PythonEnv {
             "--out".into(),
             out.clone().into_os_string(),
         ];
+        if req.no_compile {
+            args.push("--no-compile".into());
+        }
         for row in &req.tokens {
             let joined: Vec<String> = row.iter().map(u32::to_string).collect();
             args.push("--tokens".into());

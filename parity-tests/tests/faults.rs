@@ -27,6 +27,7 @@ fn e4b() -> Implementation {
 /// The e4b twin with its kv layout, in memory.
 fn twin() -> Rc<Gemma4> {
     let (preset, layout) = gate::preset_of(&e4b()).unwrap();
+    let preset = preset.gemma4().expect("a Gemma 4 preset").clone();
     let config = synth::twin(&preset);
     let (tensors, _) = synth::random_tensors(
         &config,
@@ -61,6 +62,7 @@ fn scratch(name: &str) -> std::path::PathBuf {
 
 fn write_twin(dir: &Path) -> runtime::config::Gemma4Config {
     let (preset, _) = gate::preset_of(&e4b()).unwrap();
+    let preset = preset.gemma4().expect("a Gemma 4 preset").clone();
     let config = synth::twin(&preset);
     let (tensors, _) = synth::random_tensors(
         &config,
@@ -128,7 +130,8 @@ fn a_hand_edited_fingerprint_is_never_selected_and_never_wrong() {
         .unwrap();
     assert!(err.to_string().contains("refusing to fall back"), "{err}");
     // Built anyway over a plan it was not generated for, it only ever runs the monolith.
-    let (mut preset, _) = gate::preset_of(&e4b()).unwrap();
+    let (preset, _) = gate::preset_of(&e4b()).unwrap();
+    let mut preset = preset.gemma4().expect("a Gemma 4 preset").clone();
     preset.layer_types.swap(0, 5);
     let other = synth::twin(&preset);
     let (tensors, _) = synth::random_tensors(

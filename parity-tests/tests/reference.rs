@@ -188,3 +188,86 @@ fn batch_of_two_matches_mlx_lm() {
     );
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+// The Llama family: llama.py (Llama 3 RoPE) and qwen3.py (q/k norm), float caches.
+
+/// Writes the twin of a Llama-family `preset` into a scratch folder.
+fn llama_twin_folder(preset: &str, quant: Option<QuantSpec>) -> PathBuf {
+    use runtime::model::llama::{LlamaConfig, synth as lsynth};
+    let config =
+        lsynth::twin(&LlamaConfig::from_file(&preset_dir(preset).join("config.json")).unwrap());
+    let (tensors, qmap) =
+        lsynth::random_tensors_as(&config, SynthOptions { seed: 2026, quant }, Dtype::Bfloat16)
+            .unwrap();
+    let tag = format!(
+        "{preset}-{}",
+        quant.map_or("float".to_owned(), |q| format!("q{}", q.bits))
+    );
+    let dir = std::env::temp_dir().join(format!("mlx-aot-reference-{}-{tag}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    lsynth::write_folder(&dir, &config, &tensors, qmap.as_ref()).unwrap();
+    dir
+}
+
+/// Our Llama-family logits on float caches, SwiGLU compiled or not.
+fn ours_llama(dir: &Path, rows: &[Vec<u32>], compiled_swiglu: bool) -> Vec<f32> {
+    use runtime::model::LanguageModel;
+    use runtime::model::llama::Llama;
+    use runtime::model::llama::monolith::LlamaMonolith;
+    runtime::nn::swiglu::set_compiled_swiglu(Some(compiled_swiglu));
+    let model = Llama::load(dir, KvLayout::float(), |_, _| {}).unwrap();
+    let m = LlamaMonolith::new(std::rc::Rc::new(model));
+    let mut caches = m.loaded().float_caches(rows.len());
+    let logits = logits_walk(&m, &mut caches, rows, PROMPT, &KvLayout::float()).unwrap();
+    logits.eval().unwrap();
+    runtime::nn::swiglu::set_compiled_swiglu(None);
+    logits
+        .flatten(None, None)
+        .unwrap()
+        .as_slice::<f32>()
+        .to_vec()
+}
+
+/// Prefill `PROMPT` then `STEPS` decode steps, batch 2, float caches; SwiGLU compiled on
+/// both sides, then op by op on both sides (`mx.disable_compile()` in the reference).
+fn check_llama(preset: &str, quant: Option<QuantSpec>) {
+    let env = python_env().expect("the Python reference environment");
+    let dir = llama_twin_folder(preset, quant);
+    let rows = vec![
+        tokens(preset.len() as u32, PROMPT + STEPS),
+        tokens(preset.len() as u32 + 1, PROMPT + STEPS),
+    ];
+    for compiled in [true, false] {
+        let what = format!(
+            "{preset} {} weights, float caches, swiglu {}",
+            quant.map_or("float".into(), |q| q.to_string()),
+            if compiled { "compiled" } else { "eager" }
+        );
+        let theirs = env
+            .run_logits(
+                &LogitsRequest::new(&dir, rows.clone(), PROMPT)
+                    .kv(KvMode::Float)
+                    .no_compile(!compiled),
+            )
+            .unwrap();
+        assert_eq!(theirs.shape, [2, PROMPT + STEPS, 512]);
+        assert_bits_equal(&what, &ours_llama(&dir, &rows, compiled), &theirs.data, 512);
+        eprintln!(
+            "{what}: bit-exact over {} positions x 2 rows",
+            PROMPT + STEPS
+        );
+    }
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+#[test]
+fn llama_3_2_1b_matches_mlx_lm() {
+    check_llama("llama-3.2-1b", None);
+    check_llama("llama-3.2-1b", Q4);
+}
+
+#[test]
+fn qwen3_0_6b_matches_mlx_lm() {
+    check_llama("qwen3-0.6b", None);
+    check_llama("qwen3-0.6b", Q4);
+}

@@ -47,6 +47,7 @@ fn ten_thousand_steps_stay_equal_and_bounded() {
         .find(|i| i.id == "gemma4-e4b-generated")
         .unwrap();
     let (preset, layout) = gate::preset_of(&imp).unwrap();
+    let preset = preset.gemma4().expect("a Gemma 4 preset").clone();
     let config = synth::twin(&preset);
     let quant = Some(QuantSpec {
         bits: 4,

@@ -16,3 +16,7 @@ pub mod gemma4_e2b;
 pub mod gemma4_e4b;
 
 pub mod gemma4_e4b_float;
+
+pub mod llama_3_2_1b;
+
+pub mod qwen3_0_6b;

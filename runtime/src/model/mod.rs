@@ -168,6 +168,22 @@ impl Loaded {
         })
     }
 
+    /// Builds a model from tensors in memory (canonical names), e.g. a synthetic twin.
+    pub fn from_tensors(
+        config: AnyConfig,
+        kv_layout: KvLayout,
+        tensors: impl IntoIterator<Item = (String, Array)>,
+    ) -> Result<Self> {
+        Ok(match config {
+            AnyConfig::Gemma4(c) => {
+                Loaded::Gemma4(Rc::new(Gemma4::from_tensors(c, kv_layout, tensors)?))
+            }
+            AnyConfig::Llama(c) => {
+                Loaded::Llama(Rc::new(Llama::from_tensors(c, kv_layout, tensors)?))
+            }
+        })
+    }
+
     /// The borrowed form.
     pub fn as_ref(&self) -> ModelRef<'_> {
         match self {
@@ -257,6 +273,57 @@ impl AnyConfig {
         match self {
             AnyConfig::Gemma4(c) => Some(c),
             AnyConfig::Llama(_) => None,
+        }
+    }
+
+    /// Seeded random tensors for this config (floats in `dtype`), and the quantization
+    /// map describing them (see [`crate::synth::random_tensors_as`]).
+    pub fn random_tensors(
+        &self,
+        opts: crate::synth::SynthOptions,
+        dtype: mlx_rs::Dtype,
+    ) -> Result<(
+        std::collections::BTreeMap<String, Array>,
+        Option<crate::quantization::QuantizationMap>,
+    )> {
+        match self {
+            AnyConfig::Gemma4(c) => crate::synth::random_tensors_as(c, opts, dtype),
+            AnyConfig::Llama(c) => llama::synth::random_tensors_as(c, opts, dtype),
+        }
+    }
+
+    /// The same config with `quantization` set (the map random tensors came with).
+    pub fn with_quantization(mut self, q: Option<crate::quantization::QuantizationMap>) -> Self {
+        match &mut self {
+            AnyConfig::Gemma4(c) => c.quantization = q,
+            AnyConfig::Llama(c) => c.quantization = q,
+        }
+        self
+    }
+
+    /// Whether the model has MoE experts (whose CPU `gather_mm` takes float32 only).
+    pub fn has_moe(&self) -> bool {
+        matches!(self, AnyConfig::Gemma4(c) if c.moe.is_some())
+    }
+
+    /// The sliding window, for families that have one.
+    pub fn sliding_window(&self) -> Option<usize> {
+        match self {
+            AnyConfig::Gemma4(c) => Some(c.sliding_window),
+            AnyConfig::Llama(_) => None,
+        }
+    }
+
+    /// Writes a synthetic model folder (weights and config.json) in the family's layout.
+    pub fn write_folder(
+        &self,
+        dir: &Path,
+        tensors: &std::collections::BTreeMap<String, Array>,
+        quant: Option<&crate::quantization::QuantizationMap>,
+    ) -> Result<()> {
+        match self {
+            AnyConfig::Gemma4(c) => crate::synth::write_folder(dir, c, tensors, quant),
+            AnyConfig::Llama(c) => llama::synth::write_folder(dir, c, tensors, quant),
         }
     }
 
