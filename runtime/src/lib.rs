@@ -3,6 +3,7 @@
 //! The monolith (`model::gemma4`) walks a [`plan::ModelPlan`] at run time and is the
 //! reference every generated model must match bit for bit.
 
+pub mod backend;
 pub mod cache;
 pub mod config;
 pub mod error;

@@ -26,6 +26,10 @@ pub fn sdpa(q: &Array, k: &Array, v: &Array, mask: &AttnMask) -> Result<Array> {
 /// Attention over quantized K/V triples: reshape q for GQA (the K/V triples get a
 /// broadcast axis, never a copy), `quantized_matmul` scores, mask with the finite
 /// minimum, precise softmax, `quantized_matmul` with V.
+///
+/// On CUDA, whose MLX build has no `quantized_matmul` kernel for these shapes, the
+/// triples are dequantized and multiplied with `matmul` (see [`crate::backend`]); the
+/// monolith and generated code take the same path there, so parity holds.
 pub fn sdpa_quantized(
     q: &Array,
     k: &QuantTriple,
@@ -48,8 +52,13 @@ pub fn sdpa_quantized(
     } else {
         (k.clone(), v.clone())
     };
-    let mut scores =
-        mlx_rs::ops::quantized_matmul(&q, &k.packed, &k.scales, &k.biases, true, group, bits)?;
+    let cuda = crate::backend::cuda_default();
+    let mut scores = if cuda {
+        let k = dequantized(&k, group, bits)?;
+        mlx_rs::ops::matmul(&q, &k.swap_axes(-1, -2)?)?
+    } else {
+        mlx_rs::ops::quantized_matmul(&q, &k.packed, &k.scales, &k.biases, true, group, bits)?
+    };
     let bool_mask = match mask {
         AttnMask::None => None,
         AttnMask::Causal => {
@@ -69,12 +78,22 @@ pub fn sdpa_quantized(
         scores = mlx_rs::ops::select(&m, &scores, &min)?;
     }
     let probs = mlx_rs::ops::softmax_axis(&scores, -1, true)?;
-    let mut out =
-        mlx_rs::ops::quantized_matmul(&probs, &v.packed, &v.scales, &v.biases, false, group, bits)?;
+    let mut out = if cuda {
+        mlx_rs::ops::matmul(&probs, &dequantized(&v, group, bits)?)?
+    } else {
+        mlx_rs::ops::quantized_matmul(&probs, &v.packed, &v.scales, &v.biases, false, group, bits)?
+    };
     if repeats > 1 {
         out = out.reshape(&[b, heads, l, d])?;
     }
     Ok(out)
+}
+
+/// The float K or V a triple stands for.
+fn dequantized(t: &QuantTriple, group: i32, bits: i32) -> Result<Array> {
+    Ok(mlx_rs::ops::dequantize(
+        &t.packed, &t.scales, &t.biases, group, bits,
+    )?)
 }
 
 /// `finfo(dtype).min` as the Python float the reference passes.

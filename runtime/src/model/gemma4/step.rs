@@ -23,24 +23,61 @@ use crate::config::LayerType;
 use crate::error::{Error, Result};
 use crate::nn::mask::AttnMask;
 
-/// Whether generated models compile their single-token steps: on the CPU yes, on a GPU
-/// no (on MLX 0.32.2 CUDA the compiled stages gave logits unlike the monolith's, far
-/// beyond rounding, in `cargo xtask parity --full` on an H200, while the same generated
-/// code run eagerly matched it byte for byte); the environment variable
-/// `MLX_AOT_COMPILED_DECODE=0|1` overrides, and so does this (for this thread; `None`
-/// restores the default), which the benchmark uses to measure both.
+/// Which stages of a generated model's single-token steps run compiled.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum CompiledStages {
+    /// Every stage runs eagerly.
+    None,
+    /// Embedding, the stages before attention, and the head; the stages after attention
+    /// run eagerly.
+    BeforeAttention,
+    /// Every stage.
+    All,
+}
+
+/// Which stages generated models compile: on the CPU all of them; on a GPU those before
+/// attention. On MLX 0.32.2 CUDA the compiled stages after attention (output
+/// projection, feed-forward) round differently from the same ops run one by one
+/// (`MLX_AOT_STAGE_CHECK=1` showed up to 0.03 on bf16 activations, growing to whole
+/// logits apart over 40 layers), while the embedding, pre-attention and head stages
+/// matched byte for byte. `MLX_AOT_COMPILED_DECODE` overrides: `0` none, `pre`
+/// before attention, `all` every stage, `1` this device's default set.
+pub fn compiled_stages() -> CompiledStages {
+    let device_default = || {
+        if on_cpu() {
+            CompiledStages::All
+        } else {
+            CompiledStages::BeforeAttention
+        }
+    };
+    match COMPILED_DECODE.with(|c| c.get()) {
+        Some(false) => return CompiledStages::None,
+        Some(true) => return device_default(),
+        None => {}
+    }
+    static FROM_ENV: std::sync::OnceLock<Option<CompiledStages>> = std::sync::OnceLock::new();
+    let from_env =
+        FROM_ENV.get_or_init(
+            || match std::env::var("MLX_AOT_COMPILED_DECODE").as_deref() {
+                Ok("0") => Some(CompiledStages::None),
+                Ok("pre") => Some(CompiledStages::BeforeAttention),
+                Ok("all") => Some(CompiledStages::All),
+                _ => None,
+            },
+        );
+    from_env.unwrap_or_else(device_default)
+}
+
+/// Sets whether single-token steps compile (for this thread): `Some(true)` this device's
+/// default set of stages, `Some(false)` none, `None` back to the environment's choice.
+/// The benchmark uses it to measure both.
 pub fn set_compiled_decode(on: Option<bool>) {
     COMPILED_DECODE.with(|c| c.set(on));
 }
 
-/// See [`set_compiled_decode`].
+/// Whether any stage of single-token steps compiles (see [`compiled_stages`]).
 pub fn compiled_decode() -> bool {
-    COMPILED_DECODE.with(|c| c.get()).unwrap_or_else(|| {
-        match std::env::var("MLX_AOT_COMPILED_DECODE") {
-            Ok(v) => v != "0",
-            Err(_) => on_cpu(),
-        }
-    })
+    compiled_stages() != CompiledStages::None
 }
 
 /// Whether MLX's default device is the CPU.
@@ -156,6 +193,8 @@ pub struct Step<'a> {
     per_layer: Vec<Array>,
     masks: StepMasks,
     segments: Option<&'a mut DecodeSegments>,
+    /// Which stages run compiled when `segments` is set.
+    stages: CompiledStages,
 }
 
 impl<'a> Step<'a> {
@@ -177,6 +216,13 @@ impl<'a> Step<'a> {
                     )));
                 }
                 let mut out = s.embed.call(std::slice::from_ref(tokens))?;
+                if stage_check() {
+                    check_stage(
+                        "embed",
+                        &out,
+                        &embed_stage(m, 0, std::slice::from_ref(tokens))?,
+                    )?;
+                }
                 let h = out.remove(0);
                 (h, out)
             }
@@ -193,6 +239,7 @@ impl<'a> Step<'a> {
             per_layer,
             masks,
             segments,
+            stages: compiled_stages(),
         })
     }
 
@@ -218,16 +265,24 @@ impl<'a> Step<'a> {
         args: &[&Array],
     ) -> Result<[Array; N]> {
         let args: Vec<Array> = args.iter().map(|a| (*a).clone()).collect();
+        let eager_post = stage == Stage::Post && self.stages != CompiledStages::All;
         let out = match self.segments.as_deref_mut() {
-            Some(s) => {
+            Some(s) if !eager_post => {
                 let seg = match stage {
                     Stage::Pre => s.pre.get_mut(i),
                     Stage::Post => s.post.get_mut(i),
                 };
-                seg.ok_or_else(|| Error::Unsupported(format!("no compiled segment for layer {i}")))?
-                    .call(&args)?
+                let out = seg
+                    .ok_or_else(|| {
+                        Error::Unsupported(format!("no compiled segment for layer {i}"))
+                    })?
+                    .call(&args)?;
+                if stage_check() {
+                    check_stage(&format!("layer {i} {stage:?}"), &out, &f(self.m, i, &args)?)?;
+                }
+                out
             }
-            None => f(self.m, i, &args)?,
+            _ => f(self.m, i, &args)?,
         };
         let n = out.len();
         out.try_into().map_err(|_| {
@@ -240,7 +295,19 @@ impl<'a> Step<'a> {
     /// Final norm, head and softcap of the residual stream `h`.
     pub fn finish(self, h: &Array) -> Result<Array> {
         match self.segments {
-            Some(s) => Ok(s.head.call(std::slice::from_ref(h))?.remove(0)),
+            Some(s) => {
+                let out = s.head.call(std::slice::from_ref(h))?;
+                if stage_check() {
+                    check_stage(
+                        "head",
+                        &out,
+                        &head_stage(self.m, 0, std::slice::from_ref(h))?,
+                    )?;
+                }
+                out.into_iter()
+                    .next()
+                    .ok_or_else(|| Error::Unsupported("the head stage returned nothing".into()))
+            }
             None => Ok(head_stage(self.m, 0, std::slice::from_ref(h))?.remove(0)),
         }
     }
@@ -262,6 +329,54 @@ fn embed_stage(m: &Gemma4, _layer: usize, args: &[Array]) -> Result<Vec<Array>> 
 /// `[h] -> [logits]`.
 fn head_stage(m: &Gemma4, _layer: usize, args: &[Array]) -> Result<Vec<Array>> {
     Ok(vec![blocks::head(m, &args[0])?])
+}
+
+/// Whether every compiled stage is also run eagerly on the same inputs and the outputs
+/// compared (`MLX_AOT_STAGE_CHECK=1`): a diagnostic for backends whose compiled kernels
+/// disagree with their unfused ones, naming the first stage that differs.
+pub fn stage_check() -> bool {
+    static ON: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
+    *ON.get_or_init(|| std::env::var("MLX_AOT_STAGE_CHECK").is_ok_and(|v| v != "0"))
+}
+
+/// Compares a compiled stage's outputs with the eager ones, printing each output that
+/// differs (how many elements, the largest |diff|) to stderr.
+fn check_stage(name: &str, compiled: &[Array], eager: &[Array]) -> Result<()> {
+    let as_f32 = |a: &Array| -> Result<Vec<f32>> {
+        let f = a.as_dtype(mlx_rs::Dtype::Float32)?.flatten(None, None)?;
+        f.eval()?;
+        Ok(f.as_slice::<f32>().to_vec())
+    };
+    for (j, (c, e)) in compiled.iter().zip(eager).enumerate() {
+        if c.shape() != e.shape() || c.dtype() != e.dtype() {
+            eprintln!(
+                "stage check: {name} output {j}: compiled {:?} {:?} vs eager {:?} {:?}",
+                c.shape(),
+                c.dtype(),
+                e.shape(),
+                e.dtype()
+            );
+            continue;
+        }
+        let (c, e) = (as_f32(c)?, as_f32(e)?);
+        let differing = c
+            .iter()
+            .zip(&e)
+            .filter(|(a, b)| a.to_bits() != b.to_bits())
+            .count();
+        if differing > 0 {
+            let max = c
+                .iter()
+                .zip(&e)
+                .map(|(a, b)| (a - b).abs())
+                .fold(0f32, f32::max);
+            eprintln!(
+                "stage check: {name} output {j}: {differing} of {} elements differ (max |diff| {max})",
+                c.len()
+            );
+        }
+    }
+    Ok(())
 }
 
 /// Checks a stage's inputs: exactly `N` arrays.
