@@ -6,15 +6,14 @@
 
 use std::path::PathBuf;
 use std::process::Command;
-use std::rc::Rc;
 use std::time::Instant;
 
 use anyhow::{Context, Result, anyhow, bail};
 use runtime::generate::{self, Flow, GenerateOptions};
 use runtime::kv_layout::KvLayout;
 use runtime::mlx_rs::Array;
-use runtime::model::LanguageModel;
-use runtime::model::gemma4::{Gemma4, step};
+use runtime::model::gemma4::step;
+use runtime::model::{LanguageModel, Loaded, ModelRef};
 use runtime::registry::ImplChoice;
 use runtime::sampling::Sampler;
 use serde_json::{Value, json};
@@ -122,7 +121,7 @@ fn min_max(v: &[f64]) -> (f64, f64) {
         })
 }
 
-fn subject(name: &str, loaded: &Rc<Gemma4>) -> Result<Subject> {
+fn subject(name: &str, loaded: &Loaded) -> Result<Subject> {
     let (choice, compiled) = match name {
         "monolith" => (ImplChoice::Monolith, None),
         "generated" => (ImplChoice::Generated, None),
@@ -157,13 +156,13 @@ fn options(layout: &KvLayout, tokens: usize) -> GenerateOptions {
 /// One generation: prefill, then `gen` tokens pipelined.
 fn rep(
     s: &Subject,
-    loaded: &Gemma4,
+    loaded: &Loaded,
     prompt: &[u32],
     layout: &KvLayout,
     tokens: usize,
 ) -> Result<Rep> {
     step::set_compiled_decode(s.compiled);
-    let mut caches = loaded.float_caches(1);
+    let mut caches = loaded.as_ref().float_caches(1);
     let (_, stats) = generate::generate(
         s.model.as_ref(),
         &mut caches,
@@ -184,13 +183,13 @@ fn rep(
 /// step's graph, the time to evaluate it, and the ops of one step's graph.
 fn host_split(
     s: &Subject,
-    loaded: &Gemma4,
+    loaded: &Loaded,
     prompt: &[u32],
     layout: &KvLayout,
     steps: usize,
 ) -> Result<HostSplit> {
     step::set_compiled_decode(s.compiled);
-    let mut caches = loaded.float_caches(1);
+    let mut caches = loaded.as_ref().float_caches(1);
     let mut opts = options(layout, 1);
     opts.pipeline = false;
     generate::generate(s.model.as_ref(), &mut caches, prompt, &opts, |_| {
@@ -281,7 +280,7 @@ pub fn main(a: Args) -> Result<()> {
     let dir = ModelDir::open(&a.model)?;
     let layout = dir.kv_layout(a.kv)?;
     let loaded = dir.load(layout.clone())?;
-    let vocab = loaded.config.vocab_size;
+    let vocab = loaded.as_ref().vocab_size();
     let prompt = prompt_tokens(a.prompt, vocab);
     let mut subjects: Vec<Subject> = a
         .impls
@@ -338,7 +337,7 @@ fn stat(v: &[f64]) -> Value {
 
 fn report(
     a: &Args,
-    m: &Gemma4,
+    m: &Loaded,
     layout: &KvLayout,
     subjects: &[Subject],
     mlx_lm: Option<&Value>,
@@ -353,7 +352,10 @@ fn report(
                 "implementation": s.model.implementation(),
                 "compiled_decode": s.name != "monolith" && {
                     step::set_compiled_decode(s.compiled);
-                    let on = step::compiles(m);
+                    let on = match m.as_ref() {
+                        ModelRef::Gemma4(g) => step::compiles(g),
+                        ModelRef::Llama(l) => runtime::model::llama::step::compiles(l),
+                    };
                     step::set_compiled_decode(None);
                     on
                 },
@@ -394,13 +396,16 @@ fn report(
             "decode_tok_s": stat(&f("decode_tok_s")),
             "peak_memory_bytes": reps.iter().filter_map(|r| r["peak_memory"].as_u64()).max(),
             "device": v["device"].clone(),
-            "caches": "float (mlx-lm cannot quantize Gemma 4's rotating caches)",
+            "caches": match m.family() {
+                runtime::plan::Family::Gemma4 => "float (mlx-lm cannot quantize Gemma 4's rotating caches)",
+                runtime::plan::Family::Llama => "float (mlx-lm's own caches as made)",
+            },
         })
     });
     json!({
         "machine": a.machine,
         "model": a.model.display().to_string(),
-        "fingerprint": runtime::fingerprint::Fingerprint::of(&m.plan).short(),
+        "fingerprint": runtime::fingerprint::Fingerprint::of(m.plan()).short(),
         "kv_layout": layout.source,
         "prompt": a.prompt,
         "gen": a.tokens,

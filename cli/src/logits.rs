@@ -63,14 +63,14 @@ pub fn main(a: Args) -> Result<()> {
         );
     }
     let dir = ModelDir::open(&a.model)?;
-    generate::check_tokens(&tokens, dir.config.vocab_size)?;
+    generate::check_tokens(&tokens, dir.config.vocab_size())?;
     let layout = dir.kv_layout(a.kv)?;
     // Fail on a bad plan (a kv layout the model cannot take) before loading.
     dir.plan(Some(&dir.catalog()?), &layout)?;
 
     let loaded = dir.load(layout.clone())?;
     let lm = model_dir::select(loaded.clone(), &a.implementation)?;
-    let mut caches = loaded.float_caches(1);
+    let mut caches = loaded.as_ref().float_caches(1);
     let fast_before = lm.fast_path_calls();
     let logits = generate::logits_walk(
         lm.as_ref(),

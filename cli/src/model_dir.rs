@@ -3,7 +3,6 @@
 
 use std::io::IsTerminal;
 use std::path::{Path, PathBuf};
-use std::rc::Rc;
 use std::str::FromStr;
 use std::time::Duration;
 
@@ -11,9 +10,8 @@ use anyhow::{Context, Result, bail};
 use indicatif::{ProgressBar, ProgressStyle};
 use runtime::config::Gemma4Config;
 use runtime::kv_layout::KvLayout;
-use runtime::model::LanguageModel;
-use runtime::model::gemma4::Gemma4;
 use runtime::model::gemma4::weights::weight_facts;
+use runtime::model::{AnyConfig, LanguageModel, Loaded};
 use runtime::plan::{ModelPlan, WeightFacts};
 use runtime::quantization::QuantSpec;
 use runtime::registry::{ImplChoice, Registry};
@@ -65,8 +63,8 @@ pub fn registry() -> Result<Registry> {
 pub struct ModelDir {
     /// The folder.
     pub dir: PathBuf,
-    /// Its config.
-    pub config: Gemma4Config,
+    /// Its config (the family its `model_type` names).
+    pub config: AnyConfig,
 }
 
 impl ModelDir {
@@ -82,10 +80,21 @@ impl ModelDir {
         if !path.is_file() {
             bail!("{} has no config.json", dir.display());
         }
-        let config = Gemma4Config::from_file(&path)?;
+        let config = AnyConfig::from_file(&path)?;
         Ok(ModelDir {
             dir: dir.to_owned(),
             config,
+        })
+    }
+
+    /// The Gemma 4 config, or an error saying `what` supports only Gemma 4.
+    pub fn gemma4(&self, what: &str) -> Result<&Gemma4Config> {
+        self.config.gemma4().with_context(|| {
+            format!(
+                "{what} supports Gemma 4 models only; {} is a {} model",
+                self.dir.display(),
+                self.config.family().name()
+            )
         })
     }
 
@@ -122,15 +131,20 @@ impl ModelDir {
     /// The plan for `layout`, with the weight facts of `catalog` (every layer scalar
     /// present when there are no weights).
     pub fn plan(&self, catalog: Option<&Catalog>, layout: &KvLayout) -> Result<ModelPlan> {
-        let facts = match catalog {
-            Some(c) => weight_facts(&self.config, c),
-            None => WeightFacts::all_scalars(self.config.num_hidden_layers),
-        };
-        Ok(ModelPlan::resolve(&self.config, layout, &facts)?)
+        match &self.config {
+            AnyConfig::Gemma4(config) => {
+                let facts = match catalog {
+                    Some(c) => weight_facts(config, c),
+                    None => WeightFacts::all_scalars(config.num_hidden_layers),
+                };
+                Ok(ModelPlan::resolve(config, layout, &facts)?)
+            }
+            AnyConfig::Llama(config) => Ok(ModelPlan::resolve_llama(config, layout)?),
+        }
     }
 
     /// Loads the weights, with a progress bar on stderr when it is a terminal.
-    pub fn load(&self, layout: KvLayout) -> Result<Rc<Gemma4>> {
+    pub fn load(&self, layout: KvLayout) -> Result<Loaded> {
         let bar = if std::io::stderr().is_terminal() {
             let bar = ProgressBar::new_spinner();
             bar.set_message(format!("loading {}", self.dir.display()));
@@ -143,7 +157,7 @@ impl ModelDir {
             .expect("a valid template")
             .progress_chars("=> ");
         let started = std::time::Instant::now();
-        let model = Gemma4::load(&self.dir, layout, |done, total| {
+        let model = Loaded::load(&self.dir, layout, |done, total| {
             if bar.length().is_none() {
                 bar.set_style(style.clone());
                 bar.set_length(total as u64);
@@ -157,12 +171,12 @@ impl ModelDir {
             self.dir.display(),
             started.elapsed().as_secs_f64()
         );
-        Ok(Rc::new(model))
+        Ok(model)
     }
 }
 
 /// Every cache of `config` at `bits`, group 64 (`--kv BITS`).
-pub fn uniform_layout(config: &Gemma4Config, bits: u32) -> Result<KvLayout> {
+pub fn uniform_layout(config: &AnyConfig, bits: u32) -> Result<KvLayout> {
     if ![2, 4, 8].contains(&bits) {
         bail!("--kv {bits}: KV caches support 2, 4 or 8 bits");
     }
@@ -170,12 +184,12 @@ pub fn uniform_layout(config: &Gemma4Config, bits: u32) -> Result<KvLayout> {
         bits,
         group_size: 64,
     };
-    Ok(KvLayout::uniform(config.first_shared_layer(), quant))
+    Ok(KvLayout::uniform(config.num_caches(), quant))
 }
 
 /// The implementation `choice` selects for `model`.
-pub fn select(model: Rc<Gemma4>, choice: &ImplChoice) -> Result<Box<dyn LanguageModel>> {
-    Ok(registry()?.select(runtime::model::Loaded::Gemma4(model), choice)?)
+pub fn select(model: Loaded, choice: &ImplChoice) -> Result<Box<dyn LanguageModel>> {
+    Ok(registry()?.select(model, choice)?)
 }
 
 /// Bytes of one activation element of the weights in `catalog`: the float type of the

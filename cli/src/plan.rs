@@ -88,6 +88,7 @@ pub fn main(a: Args) -> Result<()> {
     ) {
         (Some(path), _) => {
             let dir = ModelDir::open(path)?;
+            let gemma = dir.gemma4("mlx-aot plan")?.clone();
             let layout = dir.kv_layout(a.kv)?;
             let catalog = optional_catalog(&dir)?;
             let plan = dir.plan(catalog.as_ref(), &layout)?;
@@ -107,29 +108,39 @@ pub fn main(a: Args) -> Result<()> {
                 }
                 None => {
                     let bits = a.bits.unwrap_or_else(|| {
-                        dir.config
+                        gemma
                             .quantization
                             .as_ref()
                             .and_then(|q| q.global)
                             .map_or(16, |q| q.bits)
                     });
-                    let (b, from) = estimate(&dir.config, bits)?;
+                    let (b, from) = estimate(&gemma, bits)?;
                     (b, 2, from)
                 }
             };
             let name = path.display().to_string();
-            (name, dir.config, layout, plan, bytes, dtype, from)
+            (name, gemma, layout, plan, bytes, dtype, from)
         }
         (None, Some(preset)) => {
             let p = Preset::find(preset)?;
-            let config = p.config()?;
+            let any = p.config()?;
+            let config = any
+                .gemma4()
+                .ok_or_else(|| {
+                    anyhow::anyhow!(
+                        "mlx-aot plan supports Gemma 4 models only; preset {} is a {} model",
+                        p.name,
+                        any.family().name()
+                    )
+                })?
+                .clone();
             let layout = match a.kv {
                 None | Some(KvChoice::Config) if p.kv_config.is_some() => p.kv_layout()?,
                 Some(KvChoice::Config) => {
                     bail!("--kv config: preset {} has no kv_config.json", p.name)
                 }
                 None | Some(KvChoice::Float) => KvLayout::float(),
-                Some(KvChoice::Bits(bits)) => model_dir::uniform_layout(&config, bits)?,
+                Some(KvChoice::Bits(bits)) => model_dir::uniform_layout(&any, bits)?,
             };
             let plan = ModelPlan::resolve(
                 &config,

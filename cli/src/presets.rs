@@ -2,8 +2,8 @@
 //! kv_config.json), embedded in the binary so it works from any directory.
 
 use anyhow::{Result, anyhow};
-use runtime::config::Gemma4Config;
 use runtime::kv_layout::KvLayout;
+use runtime::model::AnyConfig;
 
 /// One embedded preset.
 #[derive(Debug, Clone, Copy)]
@@ -38,7 +38,7 @@ macro_rules! preset {
 }
 
 /// Every preset, in name order.
-pub const PRESETS: [Preset; 7] = [
+pub const PRESETS: [Preset; 9] = [
     preset!("gemma4-12b", kv),
     preset!("gemma4-26b-a4b", kv),
     preset!("gemma4-26b-a4b-float"),
@@ -46,6 +46,8 @@ pub const PRESETS: [Preset; 7] = [
     preset!("gemma4-e2b"),
     preset!("gemma4-e4b", kv),
     preset!("gemma4-e4b-float"),
+    preset!("llama-3.2-1b", kv),
+    preset!("qwen3-0.6b"),
 ];
 
 impl Preset {
@@ -62,8 +64,8 @@ impl Preset {
     }
 
     /// Its config, parsed.
-    pub fn config(&self) -> Result<Gemma4Config> {
-        Ok(Gemma4Config::from_json_str(
+    pub fn config(&self) -> Result<AnyConfig> {
+        Ok(AnyConfig::from_json_str(
             &format!("(embedded preset {})/config.json", self.name),
             self.config,
         )?)

@@ -101,33 +101,40 @@ pub fn main(a: Args) -> Result<()> {
     if prompt.is_empty() {
         bail!("the prompt tokenizes to no tokens");
     }
-    generate::check_tokens(&prompt, dir.config.vocab_size)?;
+    generate::check_tokens(&prompt, dir.config.vocab_size())?;
 
-    // The memory plan, before anything is allocated.
+    // The memory plan, before anything is allocated (Gemma 4: the full plan; the Llama
+    // family: the library's admission of weights and caches, once loaded).
     let catalog = dir.catalog()?;
     let plan = dir.plan(Some(&catalog), &layout)?;
     let usable = memory::device_usable()?;
-    let model = MemoryModel {
-        config: &dir.config,
-        plan: &plan,
-        weight_bytes: catalog.total_bytes(),
-        dtype_bytes: model_dir::activation_dtype_bytes(&catalog),
-        prefill_chunk: a.prefill_chunk as u64,
-    };
-    let context = (prompt.len() + a.max_tokens) as u64;
-    let memory_plan = model.plan(context, 1, usable);
-    memory::admit(&memory_plan)?;
-    tracing::info!(
-        "memory plan: {} of {} usable for {context} tokens",
-        figures::bytes(memory_plan.total),
-        figures::bytes(usable)
-    );
+    let mut memory_limit = None;
+    match dir.config.gemma4() {
+        Some(config) => {
+            let model = MemoryModel {
+                config,
+                plan: &plan,
+                weight_bytes: catalog.total_bytes(),
+                dtype_bytes: model_dir::activation_dtype_bytes(&catalog),
+                prefill_chunk: a.prefill_chunk as u64,
+            };
+            let context = (prompt.len() + a.max_tokens) as u64;
+            let memory_plan = model.plan(context, 1, usable);
+            memory::admit(&memory_plan)?;
+            tracing::info!(
+                "memory plan: {} of {} usable for {context} tokens",
+                figures::bytes(memory_plan.total),
+                figures::bytes(usable)
+            );
+        }
+        None => memory_limit = Some(usable),
+    }
     drop(catalog);
 
-    let stop_tokens = dir.config.eos_token_ids.clone();
     let loaded = dir.load(layout.clone())?;
+    let stop_tokens = loaded.as_ref().eos_token_ids().to_vec();
     let lm = model_dir::select(loaded.clone(), &a.implementation)?;
-    let mut caches = loaded.float_caches(1);
+    let mut caches = loaded.as_ref().float_caches(1);
     let opts = GenerateOptions {
         max_tokens: a.max_tokens,
         sampler,
@@ -135,7 +142,7 @@ pub fn main(a: Args) -> Result<()> {
         prefill_chunk: a.prefill_chunk,
         kv_layout: layout,
         pipeline: true,
-        memory_limit: None,
+        memory_limit,
     };
 
     let mut stdout = std::io::stdout().lock();

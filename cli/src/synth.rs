@@ -10,12 +10,12 @@
 use std::path::{Path, PathBuf};
 
 use anyhow::{Context, Result, anyhow, bail};
-use runtime::config::Gemma4Config;
 use runtime::kv_layout::KvLayout;
 use runtime::mlx_rs::Dtype;
+use runtime::model::AnyConfig;
 use runtime::plan::{ModelPlan, WeightFacts};
 use runtime::quantization::QuantSpec;
-use runtime::synth::{self as rsynth, SynthOptions, write_atomic};
+use runtime::synth::{SynthOptions, write_atomic};
 use serde_json::{Value, json};
 
 use crate::presets::Preset;
@@ -43,7 +43,8 @@ pub enum DtypeArg {
 #[derive(Debug, clap::Args)]
 #[command(group(clap::ArgGroup::new("source").required(true).args(["preset", "config"])))]
 pub struct Args {
-    /// A preset: gemma4-e2b, gemma4-e4b, gemma4-12b, gemma4-26b-a4b, gemma4-31b.
+    /// A preset: gemma4-e2b, gemma4-e4b, gemma4-12b, gemma4-26b-a4b, gemma4-31b,
+    /// llama-3.2-1b, qwen3-0.6b.
     #[arg(long, value_name = "NAME")]
     preset: Option<String>,
     /// A config.json to synthesize instead of a preset.
@@ -83,7 +84,7 @@ pub fn main(a: Args) -> Result<()> {
             if !path.is_file() {
                 bail!("--config {}: no such file", path.display());
             }
-            let config = Gemma4Config::from_file(path)?;
+            let config = AnyConfig::from_file(path)?;
             let layout = match &a.kv_config {
                 Some(k) => {
                     if !k.is_file() {
@@ -98,10 +99,10 @@ pub fn main(a: Args) -> Result<()> {
         (None, None) => bail!("give --preset NAME or --config FILE"),
     };
     if a.twin {
-        config = rsynth::twin(&config);
+        config = config.twin();
     }
     // The weights are quantized as --bits says, whatever the source config said.
-    config.quantization = None;
+    let config = config.with_quantization(None);
     let quant = match a.bits {
         Some(bits) => Some(
             QuantSpec {
@@ -114,16 +115,19 @@ pub fn main(a: Args) -> Result<()> {
         None => None,
     };
     // The kv layout must fit the (possibly shrunk) model before anything is written.
-    ModelPlan::resolve(
-        &config,
-        &layout,
-        &WeightFacts::all_scalars(config.num_hidden_layers),
-    )?;
+    match &config {
+        AnyConfig::Gemma4(c) => {
+            ModelPlan::resolve(c, &layout, &WeightFacts::all_scalars(c.num_hidden_layers))?;
+        }
+        AnyConfig::Llama(c) => {
+            ModelPlan::resolve_llama(c, &layout)?;
+        }
+    }
     let dtype = match a.dtype {
         Some(DtypeArg::Bf16) => Dtype::Bfloat16,
         Some(DtypeArg::F32) => Dtype::Float32,
         // Float experts run through gather_mm, which MLX's CPU backend has only in f32.
-        None if config.moe.is_some() && quant.is_none() => Dtype::Float32,
+        None if config.has_moe() && quant.is_none() => Dtype::Float32,
         None => Dtype::Bfloat16,
     };
 
@@ -132,8 +136,8 @@ pub fn main(a: Args) -> Result<()> {
         seed: a.seed,
         quant,
     };
-    let (tensors, qmap) = rsynth::random_tensors_as(&config, opts, dtype)?;
-    rsynth::write_folder(&a.out, &config, &tensors, qmap.as_ref())?;
+    let (tensors, qmap) = config.random_tensors(opts, dtype)?;
+    config.write_folder(&a.out, &tensors, qmap.as_ref())?;
     let kv_path = a.out.join("kv_config.json");
     if layout.is_float() {
         if kv_path.exists() {
@@ -142,7 +146,7 @@ pub fn main(a: Args) -> Result<()> {
     } else {
         write_atomic(&kv_path, layout.to_json().as_bytes())?;
     }
-    let vocab = config.vocab_size;
+    let vocab = config.vocab_size();
     let tokenizer = serde_json::to_string_pretty(&tokenizer_json(vocab)?)? + "\n";
     write_atomic(&a.out.join("tokenizer.json"), tokenizer.as_bytes())?;
     let tconfig = serde_json::to_string_pretty(&tokenizer_config_json())? + "\n";
@@ -152,8 +156,11 @@ pub fn main(a: Args) -> Result<()> {
     crate::emit(&format!(
         "wrote {}: {} layers, hidden {}, vocab {vocab}, weights {} {}{}, kv {}\n",
         a.out.display(),
-        config.num_hidden_layers,
-        config.hidden_size,
+        config.num_hidden_layers(),
+        match &config {
+            AnyConfig::Gemma4(c) => c.hidden_size,
+            AnyConfig::Llama(c) => c.hidden_size,
+        },
         match quant {
             Some(q) => format!("{q} ({} scales)", dtype_name(dtype)),
             None => dtype_name(dtype).to_owned(),

@@ -834,3 +834,83 @@ fn run_without_a_model_uses_the_embedded_default() {
     };
     assert_eq!(text(&first), text(&second));
 }
+
+/// The Llama family end to end: a synth twin of llama-3.2-1b (4-bit weights, the
+/// preset's per-layer 8/4-bit KV layout) that inspect resolves to its generated model,
+/// whose logits equal the monolith's byte for byte with every decode step on the fast
+/// path; the qwen3-0.6b twin (float caches) takes the fast path from the first prefill.
+#[test]
+fn llama_family_synth_inspect_and_logits() {
+    let dir = scratch().join("llama-3.2-1b");
+    let out = ok(&[
+        "synth",
+        "--preset",
+        "llama-3.2-1b",
+        "--twin",
+        "--bits",
+        "4",
+        "--out",
+        path(&dir),
+    ]);
+    assert!(out.contains("16 layers"), "{out}");
+    let text = ok(&["inspect", "--model", path(&dir)]);
+    let fingerprint = generated::models::llama_3_2_1b::FINGERPRINT;
+    assert!(
+        text.contains(&format!("fingerprint  {fingerprint}")),
+        "{text}"
+    );
+    assert!(
+        text.contains("implementation llama-3.2-1b-generated"),
+        "{text}"
+    );
+    assert!(
+        text.contains("kv:quant:8:64") && text.contains("kv:quant:4:64"),
+        "{text}"
+    );
+    let tokens: Vec<String> = (0..24).map(|i| ((i * 37 + 11) % 512).to_string()).collect();
+    let tokens = tokens.join(",");
+    let walk = |d: &Path, imp: &str| -> (Vec<u8>, String) {
+        let out = scratch().join(format!(
+            "logits-{}-{imp}.safetensors",
+            d.file_name().unwrap().to_string_lossy()
+        ));
+        let line = ok(&[
+            "logits",
+            "--model",
+            path(d),
+            "--tokens",
+            &tokens,
+            "--prefill",
+            "5",
+            "--impl",
+            imp,
+            "--out",
+            path(&out),
+        ]);
+        (std::fs::read(&out).unwrap(), line)
+    };
+    let (m, m_line) = walk(&dir, "monolith");
+    let (g, g_line) = walk(&dir, "generated");
+    assert!(m_line.contains("llama-monolith"), "{m_line}");
+    assert!(g_line.contains("llama-3.2-1b-generated"), "{g_line}");
+    assert_eq!(fast_path(g_line.trim()), (19, 20), "{g_line}");
+    assert!(m == g, "llama-3.2-1b: the logits files differ");
+
+    let qwen = scratch().join("qwen3-0.6b");
+    ok(&[
+        "synth",
+        "--preset",
+        "qwen3-0.6b",
+        "--twin",
+        "--out",
+        path(&qwen),
+    ]);
+    let (m, _) = walk(&qwen, "monolith");
+    let (g, g_line) = walk(&qwen, "generated");
+    assert_eq!(fast_path(g_line.trim()), (20, 20), "{g_line}");
+    assert!(m == g, "qwen3-0.6b: the logits files differ");
+    let j: Value =
+        serde_json::from_str(&ok(&["inspect", "--model", path(&qwen), "--json"])).unwrap();
+    assert_eq!(j["implementation"], "qwen3-0.6b-generated");
+    assert_eq!(j["config"]["qk_norm"], true);
+}
