@@ -2,6 +2,7 @@
 //! in the reference's order. The monolith and generated code call the same blocks, so
 //! bit-exactness follows from structure.
 
+pub mod activation;
 pub mod attention;
 pub mod embedding;
 pub mod linear;

@@ -4,8 +4,8 @@
 use mlx_rs::Array;
 
 use crate::error::Result;
+use crate::nn::activation::geglu;
 use crate::nn::linear::{Linear, QuantizedWeight};
-use crate::nn::mlp::geglu;
 use crate::nn::norm::rms_norm;
 use crate::nn::scalar;
 

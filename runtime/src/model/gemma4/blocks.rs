@@ -10,8 +10,8 @@ use super::weights::{AttnWeights, LayerWeights, MoeWeights, PleWeights};
 use crate::cache::{AnyCache, Kv};
 use crate::config::LayerType;
 use crate::error::{Error, Result};
+use crate::nn::activation::{gelu_approx, logit_softcap};
 use crate::nn::mask::AttnMask;
-use crate::nn::mlp::gelu_approx;
 use crate::nn::{Rope, rms_norm, scalar, sdpa, sdpa_quantized};
 
 /// What every layer of one forward step reads besides the residual stream.
@@ -227,10 +227,7 @@ pub fn head(m: &Gemma4, h: &Array) -> Result<Array> {
     };
     match m.config.final_logit_softcapping {
         None => Ok(logits),
-        Some(cap) => {
-            let t = mlx_rs::ops::tanh(scalar::div(&logits, cap)?)?;
-            scalar::mul(&t, cap)
-        }
+        Some(cap) => logit_softcap(&logits, cap),
     }
 }
 

@@ -1,0 +1,163 @@
+//! Gemma 4's activations, compiled where the reference compiles them.
+//!
+//! mlx-lm 0.32 runs `gelu_approx`, `geglu` (`gelu_approx(gate) * x`) and
+//! `logit_softcap` (`tanh(x / cap) * cap`) through `mx.compile(shapeless=True)`. Compiled,
+//! each is one fused kernel instead of up to ten, and it rounds as the reference's fused
+//! kernel does on every backend (on the CPU the fused and the op-by-op forms agree; on
+//! CUDA they need not). The op-by-op forms stay available: `MLX_AOT_COMPILED_ACTIVATIONS=0`
+//! or [`set_compiled_activations`] selects them, as `mx.disable_compile()` does for the
+//! reference.
+
+use std::cell::{Cell, RefCell};
+use std::collections::HashMap;
+
+use mlx_rs::Array;
+use mlx_rs::error::Exception;
+
+use crate::error::{Error, Result};
+use crate::nn::scalar;
+
+type Compiled = Box<dyn FnMut(&[Array]) -> std::result::Result<Vec<Array>, Exception>>;
+
+/// Which compiled function: its name and, for `logit_softcap`, the cap's bits (the
+/// reference's compile cache keys on the Python float the same way).
+type Key = (&'static str, u64);
+
+thread_local! {
+    static SWITCH: Cell<Option<bool>> = const { Cell::new(None) };
+    static COMPILED: RefCell<HashMap<Key, Compiled>> = RefCell::new(HashMap::new());
+}
+
+/// Forces the compiled activations on or off for this thread; `None` restores the
+/// default (on, unless `MLX_AOT_COMPILED_ACTIVATIONS=0`).
+pub fn set_compiled_activations(on: Option<bool>) {
+    SWITCH.with(|s| s.set(on));
+}
+
+/// Whether the activations run through their compiled functions.
+pub fn compiled_activations() -> bool {
+    static FROM_ENV: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
+    SWITCH.with(|s| s.get()).unwrap_or_else(|| {
+        *FROM_ENV.get_or_init(|| {
+            std::env::var("MLX_AOT_COMPILED_ACTIVATIONS").map_or(true, |v| v != "0")
+        })
+    })
+}
+
+/// `0.5 * x * (1 + tanh(sqrt(2/pi) * (x + 0.044715 * x**3)))`, in that grouping, with
+/// weak scalars and `power(x, 3)` (gemma4.md §3.8), op by op.
+pub fn gelu_approx_eager(x: &Array) -> Result<Array> {
+    let cube = scalar::pow(x, 3.0)?;
+    let inner = mlx_rs::ops::add(x, scalar::rmul(0.044715, &cube)?)?;
+    let t = mlx_rs::ops::tanh(scalar::rmul((2.0 / std::f64::consts::PI).sqrt(), &inner)?)?;
+    let half = scalar::rmul(0.5, x)?;
+    Ok(mlx_rs::ops::multiply(&half, scalar::radd(1.0, &t)?)?)
+}
+
+/// `gelu_approx(gate) * x`, op by op.
+pub fn geglu_eager(gate: &Array, x: &Array) -> Result<Array> {
+    Ok(mlx_rs::ops::multiply(gelu_approx_eager(gate)?, x)?)
+}
+
+/// `tanh(x / cap) * cap`, op by op.
+pub fn logit_softcap_eager(x: &Array, cap: f64) -> Result<Array> {
+    let t = mlx_rs::ops::tanh(scalar::div(x, cap)?)?;
+    scalar::mul(&t, cap)
+}
+
+/// mlx's `gelu_approx` (compiled unless switched off).
+pub fn gelu_approx(x: &Array) -> Result<Array> {
+    if !compiled_activations() {
+        return gelu_approx_eager(x);
+    }
+    call(("gelu_approx", 0), &[x], |a| gelu_approx_eager(&a[0]))
+}
+
+/// mlx-lm's `geglu`: `gelu_approx(gate) * x` (compiled unless switched off).
+pub fn geglu(gate: &Array, x: &Array) -> Result<Array> {
+    if !compiled_activations() {
+        return geglu_eager(gate, x);
+    }
+    call(("geglu", 0), &[gate, x], |a| geglu_eager(&a[0], &a[1]))
+}
+
+/// mlx-lm's `logit_softcap(cap, x)` (compiled unless switched off).
+pub fn logit_softcap(x: &Array, cap: f64) -> Result<Array> {
+    if !compiled_activations() {
+        return logit_softcap_eager(x, cap);
+    }
+    call(("logit_softcap", cap.to_bits()), &[x], move |a| {
+        logit_softcap_eager(&a[0], cap)
+    })
+}
+
+/// Runs the compiled function `key` (compiled from `f`, shapeless, at its first use on
+/// this thread) on `args`, returning its one output.
+fn call(
+    key: Key,
+    args: &[&Array],
+    f: impl Fn(&[Array]) -> Result<Array> + 'static,
+) -> Result<Array> {
+    COMPILED.with(|c| {
+        let mut c = c.borrow_mut();
+        let compiled = c.entry(key).or_insert_with(|| {
+            let traced = move |a: &[Array]| -> std::result::Result<Vec<Array>, Exception> {
+                f(a).map(|y| vec![y])
+                    .map_err(|e| Exception::custom(e.to_string()))
+            };
+            Box::new(mlx_rs::transforms::compile::compile(traced, true))
+        });
+        let args: Vec<Array> = args.iter().map(|a| (*a).clone()).collect();
+        compiled(&args)?
+            .pop()
+            .ok_or_else(|| Error::Unsupported(format!("the compiled {} returned nothing", key.0)))
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn bits(a: &Array) -> Vec<u32> {
+        let f = a.as_dtype(mlx_rs::Dtype::Float32).unwrap();
+        f.eval().unwrap();
+        f.as_slice::<f32>().iter().map(|v| v.to_bits()).collect()
+    }
+
+    #[test]
+    fn compiled_and_eager_agree_on_the_cpu_for_every_activation() {
+        let x = mlx_rs::random::normal::<f32>(&[3, 257], None, Some(4.0), None)
+            .unwrap()
+            .as_dtype(mlx_rs::Dtype::Bfloat16)
+            .unwrap();
+        let y = mlx_rs::random::normal::<f32>(&[3, 257], None, None, None)
+            .unwrap()
+            .as_dtype(mlx_rs::Dtype::Bfloat16)
+            .unwrap();
+        set_compiled_activations(Some(true));
+        let compiled = [
+            gelu_approx(&x).unwrap(),
+            geglu(&x, &y).unwrap(),
+            logit_softcap(&x, 30.0).unwrap(),
+            // A second shape through the same shapeless functions.
+            gelu_approx(&x.reshape(&[257, 3]).unwrap()).unwrap(),
+        ];
+        let eager = [
+            gelu_approx_eager(&x).unwrap(),
+            geglu_eager(&x, &y).unwrap(),
+            logit_softcap_eager(&x, 30.0).unwrap(),
+            gelu_approx_eager(&x.reshape(&[257, 3]).unwrap()).unwrap(),
+        ];
+        set_compiled_activations(None);
+        for (i, (c, e)) in compiled.iter().zip(&eager).enumerate() {
+            assert_eq!(c.shape(), e.shape(), "activation {i}");
+            assert_eq!(bits(c), bits(e), "activation {i}");
+        }
+        // The softcap is keyed by its cap: another cap is another function.
+        set_compiled_activations(Some(true));
+        let other = logit_softcap(&x, 10.0).unwrap();
+        set_compiled_activations(None);
+        assert_eq!(bits(&other), bits(&logit_softcap_eager(&x, 10.0).unwrap()));
+        assert_ne!(bits(&other), bits(&compiled[2]));
+    }
+}
