@@ -6,7 +6,7 @@
 use runtime::registry::Implementation;
 
 /// The generated implementations, one per model, in name order.
-pub const IMPLEMENTATIONS: [Implementation; 9] = [
+pub const IMPLEMENTATIONS: [Implementation; 10] = [
     crate::models::gemma4_12b::IMPLEMENTATION,
     crate::models::gemma4_26b_a4b::IMPLEMENTATION,
     crate::models::gemma4_26b_a4b_float::IMPLEMENTATION,
@@ -15,6 +15,7 @@ pub const IMPLEMENTATIONS: [Implementation; 9] = [
     crate::models::gemma4_e4b::IMPLEMENTATION,
     crate::models::gemma4_e4b_float::IMPLEMENTATION,
     crate::models::llama_3_2_1b::IMPLEMENTATION,
+    crate::models::llama_3_2_1b_float::IMPLEMENTATION,
     crate::models::qwen3_0_6b::IMPLEMENTATION,
 ];
 

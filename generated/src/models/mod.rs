@@ -19,4 +19,6 @@ pub mod gemma4_e4b_float;
 
 pub mod llama_3_2_1b;
 
+pub mod llama_3_2_1b_float;
+
 pub mod qwen3_0_6b;
