@@ -192,16 +192,19 @@ fn batch_of_two_matches_mlx_lm() {
 // The Llama family: llama.py (Llama 3 RoPE) and qwen3.py (q/k norm), float caches.
 
 /// Writes the twin of a Llama-family `preset` into a scratch folder.
-fn llama_twin_folder(preset: &str, quant: Option<QuantSpec>) -> PathBuf {
+/// (Its head tied as the preset says, or untied.)
+fn llama_twin_folder_with(preset: &str, quant: Option<QuantSpec>, tied: bool) -> PathBuf {
     use runtime::model::llama::{LlamaConfig, synth as lsynth};
-    let config =
+    let mut config =
         lsynth::twin(&LlamaConfig::from_file(&preset_dir(preset).join("config.json")).unwrap());
+    config.tie_word_embeddings = tied;
     let (tensors, qmap) =
         lsynth::random_tensors_as(&config, SynthOptions { seed: 2026, quant }, Dtype::Bfloat16)
             .unwrap();
     let tag = format!(
-        "{preset}-{}",
-        quant.map_or("float".to_owned(), |q| format!("q{}", q.bits))
+        "{preset}-{}{}",
+        quant.map_or("float".to_owned(), |q| format!("q{}", q.bits)),
+        if tied { "" } else { "-untied" }
     );
     let dir = std::env::temp_dir().join(format!("mlx-aot-reference-{}-{tag}", std::process::id()));
     let _ = std::fs::remove_dir_all(&dir);
@@ -231,15 +234,20 @@ fn ours_llama(dir: &Path, rows: &[Vec<u32>], compiled_swiglu: bool) -> Vec<f32> 
 /// Prefill `PROMPT` then `STEPS` decode steps, batch 2, float caches; SwiGLU compiled on
 /// both sides, then op by op on both sides (`mx.disable_compile()` in the reference).
 fn check_llama(preset: &str, quant: Option<QuantSpec>) {
+    check_llama_with(preset, quant, true)
+}
+
+fn check_llama_with(preset: &str, quant: Option<QuantSpec>, tied: bool) {
     let env = python_env().expect("the Python reference environment");
-    let dir = llama_twin_folder(preset, quant);
+    let dir = llama_twin_folder_with(preset, quant, tied);
     let rows = vec![
         tokens(preset.len() as u32, PROMPT + STEPS),
         tokens(preset.len() as u32 + 1, PROMPT + STEPS),
     ];
     for compiled in [true, false] {
         let what = format!(
-            "{preset} {} weights, float caches, swiglu {}",
+            "{preset}{} {} weights, float caches, swiglu {}",
+            if tied { "" } else { " (untied head)" },
             quant.map_or("float".into(), |q| q.to_string()),
             if compiled { "compiled" } else { "eager" }
         );
@@ -270,4 +278,11 @@ fn llama_3_2_1b_matches_mlx_lm() {
 fn qwen3_0_6b_matches_mlx_lm() {
     check_llama("qwen3-0.6b", None);
     check_llama("qwen3-0.6b", Q4);
+}
+
+#[test]
+fn llama_untied_head_matches_mlx_lm() {
+    // Both presets tie the head; an untied twin checks `lm_head` (float and 4-bit).
+    check_llama_with("llama-3.2-1b", None, false);
+    check_llama_with("qwen3-0.6b", Q4, false);
 }

@@ -360,3 +360,117 @@ fn read_rope(c: &Obj<'_>, qwen: bool) -> Result<LlamaRope> {
         )),
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const LLAMA: &str = include_str!("../../../../generated/models/llama-3.2-1b/config.json");
+    const QWEN: &str = include_str!("../../../../generated/models/qwen3-0.6b/config.json");
+
+    fn with(base: &str, edit: impl FnOnce(&mut Value)) -> String {
+        let mut v: Value = serde_json::from_str(base).unwrap();
+        edit(&mut v);
+        v.to_string()
+    }
+
+    fn err(text: &str) -> String {
+        LlamaConfig::from_json_str("c.json", text)
+            .expect_err("must fail")
+            .to_string()
+    }
+
+    #[test]
+    fn the_presets_read_as_published() {
+        let l = LlamaConfig::from_json_str("l", LLAMA).unwrap();
+        assert_eq!(
+            (
+                l.hidden_size,
+                l.num_hidden_layers,
+                l.num_attention_heads,
+                l.num_key_value_heads
+            ),
+            (2048, 16, 32, 8)
+        );
+        assert_eq!(
+            (l.head_dim, l.intermediate_size, l.vocab_size),
+            (64, 8192, 128256)
+        );
+        assert!(l.tie_word_embeddings && !l.qk_norm);
+        match l.rope {
+            LlamaRope::Llama3 { theta, scaling } => {
+                assert_eq!(theta, 500000.0);
+                assert_eq!(scaling.factor, 32.0);
+                assert_eq!(scaling.original_max_position_embeddings, 8192.0);
+            }
+            other => panic!("{other:?}"),
+        }
+        let q = LlamaConfig::from_json_str("q", QWEN).unwrap();
+        assert_eq!(
+            (q.hidden_size, q.num_hidden_layers, q.head_dim),
+            (1024, 28, 128)
+        );
+        assert!(q.qk_norm && q.tie_word_embeddings);
+        assert_eq!(q.rope, LlamaRope::Default { theta: 1e6 });
+        assert_eq!(q.max_position_embeddings, Some(40960));
+        // The written form reads back to the same config.
+        let again = LlamaConfig::from_value("l", &l.to_json()).unwrap();
+        assert_eq!(
+            LlamaConfig {
+                source: "l".into(),
+                ..again
+            },
+            l
+        );
+    }
+
+    #[test]
+    fn what_mlx_lm_computes_differently_is_an_error_naming_the_key() {
+        let cases: Vec<(String, &str)> = vec![
+            (
+                with(LLAMA, |v| v["attention_bias"] = true.into()),
+                "c.json: `attention_bias`",
+            ),
+            (
+                with(LLAMA, |v| v["rope_traditional"] = true.into()),
+                "`rope_traditional`",
+            ),
+            (
+                with(LLAMA, |v| v["rope_scaling"]["rope_type"] = "yarn".into()),
+                "`rope_scaling.rope_type`: expected \"default\" or \"llama3\"",
+            ),
+            (
+                with(LLAMA, |v| v["num_key_value_heads"] = 5.into()),
+                "`num_key_value_heads`: must divide",
+            ),
+            (
+                with(LLAMA, |v| {
+                    v["layer_types"] = serde_json::json!(["sliding_attention"])
+                }),
+                "`layer_types`",
+            ),
+            (
+                with(LLAMA, |v| v["model_type"] = "mistral".into()),
+                "`model_type`",
+            ),
+            (
+                with(QWEN, |v| {
+                    v.as_object_mut().unwrap().remove("head_dim");
+                }),
+                "`head_dim`: missing",
+            ),
+            (
+                with(QWEN, |v| v["use_sliding_window"] = true.into()),
+                "`use_sliding_window`",
+            ),
+            (
+                with(QWEN, |v| v["hidden_act"] = "gelu".into()),
+                "`hidden_act`",
+            ),
+        ];
+        for (text, want) in cases {
+            let e = err(&text);
+            assert!(e.contains(want), "{e:?} lacks {want:?}");
+        }
+    }
+}
