@@ -18,10 +18,14 @@ use crate::config::LayerType;
 use crate::error::{Error, Result};
 use crate::nn::mask::AttnMask;
 
-pub use crate::model::gemma4::step::{compiled_decode, set_compiled_decode};
+pub use crate::model::gemma4::step::{
+    CompiledStages, compiled_decode, compiled_stages, set_compiled_decode,
+};
 
 /// Whether `m`'s single-token steps run compiled: when [`compiled_decode`] is on and the
-/// activations are 16-bit (as for Gemma 4).
+/// activations are 16-bit (as for Gemma 4). Which stages compile follows
+/// [`compiled_stages`], shared with Gemma 4: on the CPU all of them, on a GPU those before
+/// attention (embedding, pre-attention stages, head).
 pub fn compiles(m: &Llama) -> bool {
     compiled_decode()
         && matches!(
@@ -118,6 +122,8 @@ pub struct Step<'a> {
     pub h: Array,
     mask: AttnMask,
     segments: Option<&'a mut DecodeSegments>,
+    /// Which stages run compiled when `segments` is set.
+    stages: CompiledStages,
 }
 
 impl<'a> Step<'a> {
@@ -147,6 +153,7 @@ impl<'a> Step<'a> {
             h,
             mask,
             segments,
+            stages: compiled_stages(),
         })
     }
 
@@ -165,8 +172,9 @@ impl<'a> Step<'a> {
         args: &[&Array],
     ) -> Result<[Array; N]> {
         let args: Vec<Array> = args.iter().map(|a| (*a).clone()).collect();
+        let eager_post = stage == Stage::Post && self.stages != CompiledStages::All;
         let out = match self.segments.as_deref_mut() {
-            Some(s) => {
+            Some(s) if !eager_post => {
                 let seg = match stage {
                     Stage::Pre => s.pre.get_mut(i),
                     Stage::Post => s.post.get_mut(i),
@@ -174,7 +182,7 @@ impl<'a> Step<'a> {
                 seg.ok_or_else(|| Error::Unsupported(format!("no compiled segment for layer {i}")))?
                     .call(&args)?
             }
-            None => f(self.m, i, &args)?,
+            _ => f(self.m, i, &args)?,
         };
         let n = out.len();
         out.try_into().map_err(|_| {
