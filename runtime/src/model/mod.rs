@@ -3,6 +3,7 @@
 
 pub mod gemma4;
 pub mod llama;
+pub mod segments;
 
 use std::path::Path;
 use std::rc::Rc;

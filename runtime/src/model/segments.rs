@@ -1,0 +1,310 @@
+//! The compiled stages of single-token steps, shared by every family: which stages
+//! compile on this device, a stage compiled for one layer ([`Segment`]), a model's set of
+//! them ([`DecodeSegments`]), and running one stage compiled or directly.
+//!
+//! A layer's stages are the parts with shapes fixed by the model, not by the caches: what
+//! comes before RoPE and the cache update (norms, projections) and what comes after
+//! attention (output projection, feed-forward). For single-token steps they are compiled
+//! once (mlx `compile`) and replayed: their elementwise chains fuse and their graphs are
+//! not rebuilt op by op every step. Cache updates and attention, whose shapes grow with
+//! the cache, run eagerly between them, and so does RoPE: on the CPU it is a composition
+//! of ops whose compiled (fused) form rounds differently from the reference, which the
+//! parity gate catches.
+
+use std::rc::Rc;
+
+use mlx_rs::Array;
+use mlx_rs::error::Exception;
+
+use crate::error::{Error, Result};
+
+/// Which stages of a generated model's single-token steps run compiled.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum CompiledStages {
+    /// Every stage runs eagerly.
+    None,
+    /// Embedding, the stages before attention, and the head; the stages after attention
+    /// run eagerly.
+    BeforeAttention,
+    /// Every stage.
+    All,
+}
+
+/// Which stages generated models compile: on the CPU all of them; on a GPU those before
+/// attention. On MLX 0.32.2 CUDA the compiled stages after attention (output
+/// projection, feed-forward) round differently from the same ops run one by one
+/// (`MLX_AOT_STAGE_CHECK=1` showed up to 0.03 on bf16 activations, growing to whole
+/// logits apart over 40 layers), while the embedding, pre-attention and head stages
+/// matched byte for byte. `MLX_AOT_COMPILED_DECODE` overrides: `0` none, `pre`
+/// before attention, `all` every stage, `1` this device's default set.
+pub fn compiled_stages() -> CompiledStages {
+    let device_default = || {
+        if on_cpu() {
+            CompiledStages::All
+        } else {
+            CompiledStages::BeforeAttention
+        }
+    };
+    match COMPILED_DECODE.with(|c| c.get()) {
+        Some(false) => return CompiledStages::None,
+        Some(true) => return device_default(),
+        None => {}
+    }
+    static FROM_ENV: std::sync::OnceLock<Option<CompiledStages>> = std::sync::OnceLock::new();
+    let from_env =
+        FROM_ENV.get_or_init(
+            || match std::env::var("MLX_AOT_COMPILED_DECODE").as_deref() {
+                Ok("0") => Some(CompiledStages::None),
+                Ok("pre") => Some(CompiledStages::BeforeAttention),
+                Ok("all") => Some(CompiledStages::All),
+                _ => None,
+            },
+        );
+    from_env.unwrap_or_else(device_default)
+}
+
+/// Sets whether single-token steps compile (for this thread): `Some(true)` this device's
+/// default set of stages, `Some(false)` none, `None` back to the environment's choice.
+/// The benchmark uses it to measure both.
+pub fn set_compiled_decode(on: Option<bool>) {
+    COMPILED_DECODE.with(|c| c.set(on));
+}
+
+/// Whether any stage of single-token steps compiles (see [`compiled_stages`]).
+pub fn compiled_decode() -> bool {
+    compiled_stages() != CompiledStages::None
+}
+
+/// Whether MLX's default device is the CPU.
+fn on_cpu() -> bool {
+    mlx_rs::Device::try_default()
+        .and_then(|d| d.get_type())
+        .is_ok_and(|t| matches!(t, mlx_rs::DeviceType::Cpu))
+}
+
+thread_local! {
+    static COMPILED_DECODE: std::cell::Cell<Option<bool>> = const { std::cell::Cell::new(None) };
+}
+
+/// A stage: `(model, layer, inputs) -> outputs`.
+pub type StageFn<M> = fn(&M, usize, &[Array]) -> Result<Vec<Array>>;
+
+/// The two stages of a layer: before the cache update, after attention.
+pub struct LayerStages<M> {
+    /// Norms and projections: `[h] -> [q, k, v]` (donors) or `[q]` (sharers).
+    pub pre: StageFn<M>,
+    /// Output projection onwards: `[h, o, ...] -> [h]`.
+    pub post: StageFn<M>,
+}
+
+impl<M> Clone for LayerStages<M> {
+    fn clone(&self) -> Self {
+        *self
+    }
+}
+
+impl<M> Copy for LayerStages<M> {}
+
+impl<M> std::fmt::Debug for LayerStages<M> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("LayerStages")
+    }
+}
+
+/// A model whose steps have an embedding and a head stage besides the layers'.
+pub trait Staged: Sized + 'static {
+    /// `[tokens] -> [h, ...]`: the embedding and whatever every layer reads with it.
+    const EMBED: StageFn<Self>;
+    /// `[h] -> [logits]`.
+    const HEAD: StageFn<Self>;
+}
+
+type Compiled = Box<dyn FnMut(&[Array]) -> std::result::Result<Vec<Array>, Exception>>;
+
+/// A stage compiled for one layer of one model.
+pub struct Segment {
+    compiled: Compiled,
+}
+
+impl std::fmt::Debug for Segment {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("Segment")
+    }
+}
+
+impl Segment {
+    /// Compiles `stage` of `layer` (traced at its first call, per input shape).
+    pub fn new<M: 'static>(model: Rc<M>, layer: usize, stage: StageFn<M>) -> Self {
+        let f = move |args: &[Array]| -> std::result::Result<Vec<Array>, Exception> {
+            stage(&model, layer, args).map_err(|e| Exception::custom(e.to_string()))
+        };
+        Segment {
+            compiled: Box::new(mlx_rs::transforms::compile::compile(f, false)),
+        }
+    }
+
+    /// Runs the compiled stage.
+    pub fn call(&mut self, args: &[Array]) -> Result<Vec<Array>> {
+        Ok((self.compiled)(args)?)
+    }
+}
+
+/// The compiled segments of a model's single-token step.
+#[derive(Debug)]
+pub struct DecodeSegments {
+    pub(crate) embed: Segment,
+    pre: Vec<Segment>,
+    post: Vec<Segment>,
+    pub(crate) head: Segment,
+}
+
+impl DecodeSegments {
+    /// Compiles every stage of `layers` (one entry per layer) for `model`.
+    pub fn new<M: Staged>(model: &Rc<M>, layers: &[LayerStages<M>]) -> Self {
+        DecodeSegments {
+            embed: Segment::new(model.clone(), 0, M::EMBED),
+            pre: layers
+                .iter()
+                .enumerate()
+                .map(|(i, s)| Segment::new(model.clone(), i, s.pre))
+                .collect(),
+            post: layers
+                .iter()
+                .enumerate()
+                .map(|(i, s)| Segment::new(model.clone(), i, s.post))
+                .collect(),
+            head: Segment::new(model.clone(), 0, M::HEAD),
+        }
+    }
+}
+
+/// Which stage of a layer.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Stage {
+    /// Before the cache update.
+    Pre,
+    /// After attention.
+    Post,
+}
+
+/// Runs `stage` of layer `i` of model `m` on `args`: through its compiled segment when
+/// `segments` is given and `stages` compiles it, else directly; exactly `N` outputs.
+pub fn run_stage<M, const N: usize>(
+    m: &M,
+    segments: Option<&mut DecodeSegments>,
+    stages: CompiledStages,
+    i: usize,
+    stage: Stage,
+    f: StageFn<M>,
+    args: &[&Array],
+) -> Result<[Array; N]> {
+    let args: Vec<Array> = args.iter().map(|a| (*a).clone()).collect();
+    let eager_post = stage == Stage::Post && stages != CompiledStages::All;
+    let out = match segments {
+        Some(s) if !eager_post => {
+            let seg = match stage {
+                Stage::Pre => s.pre.get_mut(i),
+                Stage::Post => s.post.get_mut(i),
+            };
+            let out = seg
+                .ok_or_else(|| Error::Unsupported(format!("no compiled segment for layer {i}")))?
+                .call(&args)?;
+            if stage_check() {
+                check_stage(&format!("layer {i} {stage:?}"), &out, &f(m, i, &args)?)?;
+            }
+            out
+        }
+        _ => f(m, i, &args)?,
+    };
+    let n = out.len();
+    out.try_into().map_err(|_| {
+        Error::Unsupported(format!(
+            "stage {stage:?} of layer {i} returned {n} arrays, expected {N}"
+        ))
+    })
+}
+
+/// Checks that a compiled step gets one token per row (`[B, 1]`).
+pub(crate) fn single_token(tokens: &Array) -> Result<()> {
+    if tokens.ndim() != 2 || tokens.dim(1) != 1 {
+        return Err(Error::Request(format!(
+            "the compiled step takes one token per row, got tokens of shape {:?}",
+            tokens.shape()
+        )));
+    }
+    Ok(())
+}
+
+/// Runs the embedding (`segment` set) or head stage compiled, checking it against the
+/// direct run under [`stage_check`].
+pub(crate) fn run_compiled<M>(
+    m: &M,
+    name: &str,
+    segment: &mut Segment,
+    f: StageFn<M>,
+    args: &[Array],
+) -> Result<Vec<Array>> {
+    let out = segment.call(args)?;
+    if stage_check() {
+        check_stage(name, &out, &f(m, 0, args)?)?;
+    }
+    Ok(out)
+}
+
+/// Whether every compiled stage is also run eagerly on the same inputs and the outputs
+/// compared (`MLX_AOT_STAGE_CHECK=1`): a diagnostic for backends whose compiled kernels
+/// disagree with their unfused ones, naming the first stage that differs.
+pub fn stage_check() -> bool {
+    static ON: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
+    *ON.get_or_init(|| std::env::var("MLX_AOT_STAGE_CHECK").is_ok_and(|v| v != "0"))
+}
+
+/// Compares a compiled stage's outputs with the eager ones, printing each output that
+/// differs (how many elements, the largest |diff|) to stderr.
+pub(crate) fn check_stage(name: &str, compiled: &[Array], eager: &[Array]) -> Result<()> {
+    let as_f32 = |a: &Array| -> Result<Vec<f32>> {
+        let f = a.as_dtype(mlx_rs::Dtype::Float32)?.flatten(None, None)?;
+        f.eval()?;
+        Ok(f.as_slice::<f32>().to_vec())
+    };
+    for (j, (c, e)) in compiled.iter().zip(eager).enumerate() {
+        if c.shape() != e.shape() || c.dtype() != e.dtype() {
+            eprintln!(
+                "stage check: {name} output {j}: compiled {:?} {:?} vs eager {:?} {:?}",
+                c.shape(),
+                c.dtype(),
+                e.shape(),
+                e.dtype()
+            );
+            continue;
+        }
+        let (c, e) = (as_f32(c)?, as_f32(e)?);
+        let differing = c
+            .iter()
+            .zip(&e)
+            .filter(|(a, b)| a.to_bits() != b.to_bits())
+            .count();
+        if differing > 0 {
+            let max = c
+                .iter()
+                .zip(&e)
+                .map(|(a, b)| (a - b).abs())
+                .fold(0f32, f32::max);
+            eprintln!(
+                "stage check: {name} output {j}: {differing} of {} elements differ (max |diff| {max})",
+                c.len()
+            );
+        }
+    }
+    Ok(())
+}
+
+/// Checks a stage's inputs: exactly `N` arrays.
+pub fn args<const N: usize>(stage: &str, layer: usize, a: &[Array]) -> Result<[Array; N]> {
+    let n = a.len();
+    a.to_vec().try_into().map_err(|_| {
+        Error::Unsupported(format!(
+            "{stage} of layer {layer} takes {N} inputs, got {n}"
+        ))
+    })
+}
