@@ -74,9 +74,25 @@ impl Catalog {
     /// Reads the headers of every weight file of `dir`.
     pub fn open(dir: &Path) -> Result<Catalog> {
         let files = weight_files(dir)?;
+        let headers = files
+            .into_iter()
+            .map(|file| Header::read(&file).map(|h| (file, h)))
+            .collect::<Result<Vec<_>>>()?;
+        Catalog::from_headers(dir, headers, read_index(dir)?)
+    }
+
+    /// A catalog of `dir` from headers already read (`(file, header)`, the file a path
+    /// inside `dir`) and the folder's `weight_map` (see [`parse_index`]), if it has an
+    /// index: canonical names must be unique, and every tensor the index lists must be in
+    /// the header of the file it names. [`Catalog::open`] reads the files and calls this;
+    /// tests and the fuzz targets call it with headers parsed from memory.
+    pub fn from_headers(
+        dir: &Path,
+        headers: impl IntoIterator<Item = (PathBuf, Header)>,
+        index: Option<BTreeMap<String, String>>,
+    ) -> Result<Catalog> {
         let mut entries: BTreeMap<String, TensorEntry> = BTreeMap::new();
-        for file in &files {
-            let header = Header::read(file)?;
+        for (file, header) in headers {
             for (stored, info) in header.tensors {
                 let Some(name) = canonical_name(&stored).map(str::to_owned) else {
                     continue;
@@ -100,7 +116,7 @@ impl Catalog {
                 }
             }
         }
-        if let Some(index) = read_index(dir)? {
+        if let Some(index) = index {
             for (stored, file) in index {
                 let Some(name) = canonical_name(&stored) else {
                     continue;
@@ -294,15 +310,21 @@ fn read_index(dir: &Path) -> Result<Option<BTreeMap<String, String>>> {
     if !path.exists() {
         return Ok(None);
     }
-    let file = path.display().to_string();
     let text = std::fs::read_to_string(&path).map_err(|e| Error::io(&path, e))?;
-    let value = crate::json::parse(&file, &text)?;
+    parse_index(&path.display().to_string(), &text).map(Some)
+}
+
+/// The `weight_map` (tensor -> file name) of the text of a
+/// `model.safetensors.index.json`; `file` names it in errors. A file name must stay inside
+/// the model folder (no `..`, not absolute).
+pub fn parse_index(file: &str, text: &str) -> Result<BTreeMap<String, String>> {
+    let value = crate::json::parse(file, text)?;
     let map = value
         .get("weight_map")
         .and_then(|m| m.as_object())
         .ok_or_else(|| {
             Error::config(
-                &file,
+                file,
                 "weight_map",
                 "missing; expected an object of tensor -> file",
             )
@@ -314,12 +336,12 @@ fn read_index(dir: &Path) -> Result<Option<BTreeMap<String, String>>> {
             .filter(|f| !f.contains("..") && !f.starts_with('/'))
             .ok_or_else(|| {
                 Error::config(
-                    &file,
+                    file,
                     format!("weight_map.{name}"),
                     "expected a file name in the folder",
                 )
             })?;
         out.insert(name.clone(), f.to_owned());
     }
-    Ok(Some(out))
+    Ok(out)
 }

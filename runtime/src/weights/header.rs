@@ -148,6 +148,29 @@ impl Header {
         Header::parse(&name, &header, file_len)
     }
 
+    /// Parses and checks a whole safetensors file held in memory (length prefix, header,
+    /// data); `name` names it in errors. The same checks as [`Header::read`], without a
+    /// file: what tests and the fuzz targets call.
+    pub fn from_bytes(name: &str, bytes: &[u8]) -> Result<Header> {
+        let file_len = bytes.len() as u64;
+        let len_bytes: [u8; 8] =
+            bytes
+                .get(..8)
+                .and_then(|b| b.try_into().ok())
+                .ok_or_else(|| {
+                    Error::weights(
+                        name,
+                        "(header)",
+                        format!("file of {file_len} bytes is too short for a safetensors header"),
+                    )
+                })?;
+        let header_len = u64::from_le_bytes(len_bytes);
+        check_header_len(name, header_len, file_len)?;
+        // check_header_len bounds header_len by the file's length, so the slice exists.
+        let header = &bytes[8..8 + header_len as usize];
+        Header::parse(name, header, file_len)
+    }
+
     /// Parses the JSON `header` of a file of `file_len` bytes; `name` names it in errors.
     pub fn parse(name: &str, header: &[u8], file_len: u64) -> Result<Header> {
         let data_start = 8 + header.len() as u64;
