@@ -2,7 +2,10 @@
 //! of `tokenizer_config.json` (rendered with minijinja as transformers renders it), and
 //! incremental detokenization for streaming.
 
+use std::cell::Cell;
+use std::panic::AssertUnwindSafe;
 use std::path::Path;
+use std::sync::Once;
 
 use anyhow::{Context, Result, anyhow, bail};
 use serde_json::Value;
@@ -24,29 +27,60 @@ impl Tokenizer {
         if !path.is_file() {
             bail!("{} has no tokenizer.json", dir.display());
         }
-        let inner = tokenizers::Tokenizer::from_file(&path)
-            .map_err(|e| anyhow!("{}: cannot read the tokenizer: {e}", path.display()))?;
+        let json = std::fs::read(&path).with_context(|| format!("{}", path.display()))?;
         let config_path = dir.join("tokenizer_config.json");
-        let config = if config_path.is_file() {
-            let text = std::fs::read_to_string(&config_path)
-                .with_context(|| format!("{}", config_path.display()))?;
+        let config_text = if config_path.is_file() {
             Some(
-                serde_json::from_str::<Value>(&text)
-                    .with_context(|| format!("{}: not valid JSON", config_path.display()))?,
+                std::fs::read_to_string(&config_path)
+                    .with_context(|| format!("{}", config_path.display()))?,
             )
         } else {
             None
         };
-        let mut chat_template = config
+        let jinja = dir.join("chat_template.jinja");
+        let jinja_text = if jinja.is_file() {
+            Some(std::fs::read_to_string(&jinja).with_context(|| format!("{}", jinja.display()))?)
+        } else {
+            None
+        };
+        let config_name = config_path.display().to_string();
+        Self::from_parts(
+            &path.display().to_string(),
+            &json,
+            config_text.as_deref().map(|t| (config_name.as_str(), t)),
+            jinja_text,
+        )
+    }
+
+    /// Builds a tokenizer from the contents of its files: `json` of `tokenizer.json`
+    /// (`name` names it in errors), `config` as `(name, text)` of
+    /// `tokenizer_config.json`, and the text of `chat_template.jinja`, used when the config
+    /// has no `chat_template`. [`Tokenizer::open`] reads the files and calls this; the
+    /// fuzz target calls it with bytes.
+    pub fn from_parts(
+        name: &str,
+        json: &[u8],
+        config: Option<(&str, &str)>,
+        jinja: Option<String>,
+    ) -> Result<Self> {
+        // Syntax first, for a plain message (and see `without_panics`).
+        serde_json::from_slice::<serde::de::IgnoredAny>(json)
+            .map_err(|e| anyhow!("{name}: not valid JSON: {e}"))?;
+        let inner = without_panics(|| tokenizers::Tokenizer::from_bytes(json))
+            .map_err(|e| anyhow!("{name}: cannot read the tokenizer: {e}"))?
+            .map_err(|e| anyhow!("{name}: cannot read the tokenizer: {e}"))?;
+        let config = match config {
+            Some((config_name, text)) => Some(
+                serde_json::from_str::<Value>(text)
+                    .with_context(|| format!("{config_name}: not valid JSON"))?,
+            ),
+            None => None,
+        };
+        let chat_template = config
             .as_ref()
             .and_then(|c| c.get("chat_template"))
-            .and_then(template_of);
-        let jinja = dir.join("chat_template.jinja");
-        if chat_template.is_none() && jinja.is_file() {
-            chat_template = Some(
-                std::fs::read_to_string(&jinja).with_context(|| format!("{}", jinja.display()))?,
-            );
-        }
+            .and_then(template_of)
+            .or(jinja);
         Ok(Tokenizer {
             inner,
             config,
@@ -56,17 +90,16 @@ impl Tokenizer {
 
     /// Token ids of `text`; `special` adds the tokenizer's special tokens (BOS).
     pub fn encode(&self, text: &str, special: bool) -> Result<Vec<u32>> {
-        let enc = self
-            .inner
-            .encode(text, special)
+        let enc = without_panics(|| self.inner.encode(text, special))
+            .map_err(|e| anyhow!("tokenizing the prompt: {e}"))?
             .map_err(|e| anyhow!("tokenizing the prompt: {e}"))?;
         Ok(enc.get_ids().to_vec())
     }
 
     /// The text of `ids`, special tokens skipped.
     pub fn decode(&self, ids: &[u32]) -> Result<String> {
-        self.inner
-            .decode(ids, true)
+        without_panics(|| self.inner.decode(ids, true))
+            .map_err(|e| anyhow!("detokenizing: {e}"))?
             .map_err(|e| anyhow!("detokenizing: {e}"))
     }
 
@@ -97,6 +130,41 @@ impl Tokenizer {
             &self.special("eos_token"),
         )
     }
+}
+
+/// Runs `f`, turning a panic into an error carrying its message. The `tokenizers` crate
+/// panics on some malformed files instead of returning an error (0.21.4: a syntax error
+/// inside `decoder` fails an `expect` while loading; a post-processor template naming a
+/// special token it does not define fails a map lookup in every `encode`). A model
+/// folder is user input, so those must end in an error naming the file, not a crash.
+///
+/// The panic is kept quiet (nothing printed, and a fuzzing harness's hook, which aborts,
+/// is not called) on this thread only: a process-wide hook installed once defers to the
+/// previous one except while this thread is inside `f`.
+fn without_panics<T>(f: impl FnOnce() -> T) -> Result<T, String> {
+    thread_local! {
+        static QUIET: Cell<bool> = const { Cell::new(false) };
+    }
+    static HOOK: Once = Once::new();
+    HOOK.call_once(|| {
+        let previous = std::panic::take_hook();
+        std::panic::set_hook(Box::new(move |info| {
+            if !QUIET.with(Cell::get) {
+                previous(info);
+            }
+        }));
+    });
+    QUIET.with(|q| q.set(true));
+    let result = std::panic::catch_unwind(AssertUnwindSafe(f));
+    QUIET.with(|q| q.set(false));
+    result.map_err(|payload| {
+        let message = payload
+            .downcast_ref::<&str>()
+            .map(|s| (*s).to_owned())
+            .or_else(|| payload.downcast_ref::<String>().cloned())
+            .unwrap_or_else(|| "no message".to_owned());
+        format!("the tokenizers crate panicked: {message}")
+    })
 }
 
 /// The template of a `chat_template` value: a string, or a list of `{name, template}` of
@@ -199,6 +267,74 @@ impl<'a> Detokenizer<'a> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// The files of one input of the `tokenizer` fuzz target (as `fuzz/src/lib.rs`
+    /// joins them): tokenizer.json, then tokenizer_config.json (empty: none), then
+    /// chat_template.jinja.
+    fn fuzz_input(folder: &str, name: &str) -> Result<Tokenizer> {
+        let path = Path::new(env!("CARGO_MANIFEST_DIR"))
+            .join("../fuzz")
+            .join(folder)
+            .join(name);
+        let data = std::fs::read(&path).unwrap();
+        let sep = b"\n--8<--\n";
+        let mut parts: Vec<&[u8]> = Vec::new();
+        let mut rest = data.as_slice();
+        while let Some(at) = rest.windows(sep.len()).position(|w| w == sep) {
+            parts.push(&rest[..at]);
+            rest = &rest[at + sep.len()..];
+        }
+        parts.push(rest);
+        let text = |p: &[u8]| std::str::from_utf8(p).unwrap().to_owned();
+        let config = parts.get(1).filter(|p| !p.is_empty()).map(|p| text(p));
+        Tokenizer::from_parts(
+            "tokenizer.json",
+            parts[0],
+            config.as_deref().map(|c| ("tokenizer_config.json", c)),
+            parts.get(2).map(|p| text(p)),
+        )
+    }
+
+    #[test]
+    fn a_syntax_error_inside_the_decoder_is_an_error_naming_the_file() {
+        // Found by the fuzzer: tokenizers 0.21.4 panics (`expect("Helper")`) on it.
+        let err = fuzz_input("regressions/tokenizer", "decoder-syntax-error")
+            .err()
+            .expect("refused")
+            .to_string();
+        assert!(
+            err.starts_with("tokenizer.json: not valid JSON: expected `:`"),
+            "{err}"
+        );
+    }
+
+    #[test]
+    fn a_template_naming_an_undefined_special_token_fails_encode_with_an_error() {
+        // Found by the fuzzer: tokenizers 0.21.4 loads it, then panics in every encode
+        // (its TemplateProcessing looks the token up with `[]`).
+        let t = fuzz_input("regressions/tokenizer", "template-unknown-special-token").unwrap();
+        let err = t.encode("hello", true).unwrap_err().to_string();
+        assert!(
+            err.starts_with("tokenizing the prompt: the tokenizers crate panicked: "),
+            "{err}"
+        );
+        // Without special tokens the template is not applied; the tokenizer still works,
+        // and a caught panic left nothing behind.
+        assert!(!t.encode("hello", false).unwrap().is_empty());
+    }
+
+    #[test]
+    fn the_tokenizer_seeds_load_encode_and_decode() {
+        for name in ["wordlevel+config", "wordlevel+jinja", "bpe-bytelevel"] {
+            let t = fuzz_input("corpus/tokenizer", name).unwrap();
+            let ids = t.encode("t7 t8", true).unwrap();
+            assert!(!ids.is_empty(), "{name}");
+            t.decode(&ids).unwrap();
+            if name.starts_with("wordlevel") {
+                assert!(t.chat_prompt("t7").unwrap().contains("t7"), "{name}");
+            }
+        }
+    }
 
     #[test]
     fn a_gemma_style_template_renders_the_user_turn_and_the_generation_prompt() {
