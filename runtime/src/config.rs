@@ -14,6 +14,29 @@ use crate::error::{Error, Result};
 use crate::json::{self, Obj};
 use crate::quantization::QuantizationMap;
 
+/// The largest tensor dimension a config may imply: MLX shapes are `i32`. Every size key,
+/// and every product of keys that becomes one dimension of a weight (heads × head dim,
+/// layers × per-layer-input width, ...), must fit; the arithmetic on dimensions elsewhere
+/// (tensor lists, memory plans) relies on it.
+pub const MAX_DIM: usize = i32::MAX as usize;
+
+/// The most layers a config may declare. Published models have under 200; the bound keeps
+/// a few bytes of config (a Llama config needs no per-layer list) from sizing per-layer
+/// tables past what memory holds.
+pub const MAX_LAYERS: usize = 4096;
+
+/// Reads `num_hidden_layers`: at least 1, at most [`MAX_LAYERS`].
+pub(crate) fn read_num_layers(c: &Obj<'_>) -> Result<usize> {
+    let n = c.positive("num_hidden_layers")?;
+    if n > MAX_LAYERS {
+        return Err(c.err(
+            "num_hidden_layers",
+            format!("{n} layers; at most {MAX_LAYERS} are supported"),
+        ));
+    }
+    Ok(n)
+}
+
 /// The attention type of a layer (`layer_types[i]`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
@@ -166,7 +189,7 @@ impl Gemma4Config {
         }
         let c = &text;
 
-        let num_hidden_layers = c.positive("num_hidden_layers")?;
+        let num_hidden_layers = read_num_layers(c)?;
         let layer_types = read_layer_types(c, num_hidden_layers)?;
         let hidden_size = c.positive("hidden_size")?;
         let num_attention_heads = c.positive("num_attention_heads")?;
@@ -361,8 +384,10 @@ impl Gemma4Config {
         Ok(config)
     }
 
-    /// Cross-key rules: head counts divide, donors exist for every shared type.
+    /// Cross-key rules: dimensions fit MLX, head counts divide, donors exist for every
+    /// shared type.
     fn check_consistency(&self, c: &Obj<'_>) -> Result<()> {
+        self.check_dimensions(c)?;
         for layer in 0..self.num_hidden_layers {
             let kv = self.kv_heads(layer);
             if !self.num_attention_heads.is_multiple_of(kv) {
@@ -426,6 +451,67 @@ impl Gemma4Config {
                     ),
                 ));
             }
+        }
+        Ok(())
+    }
+
+    /// Every weight dimension the config implies is at most [`MAX_DIM`].
+    fn check_dimensions(&self, c: &Obj<'_>) -> Result<()> {
+        let fits = |key: &str, what: &str, dims: &[usize]| check_dim(c, key, what, dims);
+        fits("hidden_size", "hidden_size", &[self.hidden_size])?;
+        fits("vocab_size", "vocab_size", &[self.vocab_size])?;
+        fits(
+            "vocab_size_per_layer_input",
+            "vocab_size_per_layer_input",
+            &[self.vocab_size_per_layer_input],
+        )?;
+        fits("sliding_window", "sliding_window", &[self.sliding_window])?;
+        let widest = (0..self.num_hidden_layers).any(|i| self.double_wide(i));
+        fits(
+            "intermediate_size",
+            if widest {
+                "2 × intermediate_size (use_double_wide_mlp)"
+            } else {
+                "intermediate_size"
+            },
+            &[self.intermediate_size, if widest { 2 } else { 1 }],
+        )?;
+        fits(
+            "hidden_size_per_layer_input",
+            "num_hidden_layers × hidden_size_per_layer_input",
+            &[self.num_hidden_layers, self.hidden_size_per_layer_input],
+        )?;
+        for t in [LayerType::Sliding, LayerType::Full] {
+            let Some(layer) = self.layer_types.iter().position(|&l| l == t) else {
+                continue;
+            };
+            let (d_key, d) = match t {
+                LayerType::Sliding => ("head_dim", self.head_dim),
+                LayerType::Full => ("global_head_dim", self.global_head_dim),
+            };
+            fits(
+                d_key,
+                &format!("num_attention_heads × {d_key}"),
+                &[self.num_attention_heads, d],
+            )?;
+            let kv_key = if self.k_eq_v(layer) && self.num_global_key_value_heads.is_some() {
+                "num_global_key_value_heads"
+            } else {
+                "num_key_value_heads"
+            };
+            fits(
+                kv_key,
+                &format!("{kv_key} × {d_key}"),
+                &[self.kv_heads(layer), d],
+            )?;
+        }
+        if let Some(m) = self.moe {
+            fits("num_experts", "num_experts", &[m.num_experts])?;
+            fits(
+                "moe_intermediate_size",
+                "2 × moe_intermediate_size (the fused gate_up_proj)",
+                &[m.intermediate_size, 2],
+            )?;
         }
         Ok(())
     }
@@ -539,6 +625,27 @@ impl Gemma4Config {
     pub fn double_wide(&self, layer: usize) -> bool {
         let first_shared = self.first_shared_layer();
         self.use_double_wide_mlp && self.num_kv_shared_layers > 0 && layer >= first_shared
+    }
+}
+
+/// `dims` multiply into one tensor dimension, which must be at most [`MAX_DIM`]; else an
+/// error about `key` naming the product `what`. Shared by the families' configs.
+pub(crate) fn check_dim(c: &Obj<'_>, key: &str, what: &str, dims: &[usize]) -> Result<()> {
+    match dims.iter().try_fold(1usize, |acc, &d| acc.checked_mul(d)) {
+        Some(n) if n <= MAX_DIM => Ok(()),
+        product => {
+            let shown = product.map_or_else(
+                || {
+                    let factors: Vec<String> = dims.iter().map(usize::to_string).collect();
+                    factors.join(" × ")
+                },
+                |n| n.to_string(),
+            );
+            Err(c.err(
+                key,
+                format!("{what} = {shown} exceeds {MAX_DIM}, the largest dimension MLX indexes"),
+            ))
+        }
     }
 }
 

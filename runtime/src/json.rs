@@ -96,6 +96,32 @@ impl<'a> Obj<'a> {
         }
     }
 
+    /// A required non-negative integer of at most 32 bits (bit widths, group sizes): a
+    /// larger one is refused rather than truncated into a valid-looking value.
+    pub fn u32(&self, key: &str) -> Result<u32> {
+        let v = self.required(key, "a non-negative integer")?;
+        self.as_u32(key, v)
+    }
+
+    /// An optional (absent or null) [`Obj::u32`].
+    pub fn opt_u32(&self, key: &str) -> Result<Option<u32>> {
+        match self.get_non_null(key) {
+            None => Ok(None),
+            Some(v) => self.as_u32(key, v).map(Some),
+        }
+    }
+
+    fn as_u32(&self, key: &str, v: &Value) -> Result<u32> {
+        v.as_u64()
+            .and_then(|n| u32::try_from(n).ok())
+            .ok_or_else(|| {
+                self.err(
+                    key,
+                    format!("expected a non-negative integer below 2^32, found {v}"),
+                )
+            })
+    }
+
     fn as_usize(&self, key: &str, v: &Value) -> Result<usize> {
         v.as_u64()
             .and_then(|n| usize::try_from(n).ok())

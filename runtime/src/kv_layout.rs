@@ -94,9 +94,9 @@ impl KvLayout {
         for (position, item) in items.iter().enumerate() {
             let o = Obj::new(file, format!("[{position}]"), item)?;
             let cache = o.usize("layer_idx")?;
-            let bits = o.usize("bits")? as u32;
+            let bits = o.u32("bits")?;
             // mlx-optiq treats group_size as optional with a default of 64.
-            let group_size = o.opt_usize("group_size")?.unwrap_or(64) as u32;
+            let group_size = o.opt_u32("group_size")?.unwrap_or(64);
             let quant = QuantSpec { bits, group_size }
                 .validate()
                 .map_err(|m| o.err("bits", m))?;

@@ -8,6 +8,7 @@ use crate::cache::{CacheGeometry, STEP};
 use crate::config::{Gemma4Config, LayerType};
 use crate::error::{Error, Result};
 use crate::plan::ModelPlan;
+use crate::quantization::QuantSpec;
 
 /// One cache's share of the plan.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
@@ -71,10 +72,12 @@ impl MemoryModel<'_> {
     /// The plan at `context` tokens for `batch` rows within `usable` bytes.
     pub fn plan(&self, context: u64, batch: u64, usable: u64) -> MemoryPlan {
         let caches = self.caches(context, batch);
-        let kv: u64 = caches.iter().map(|c| c.bytes).sum();
+        let kv = caches
+            .iter()
+            .fold(0, |acc: u64, c| acc.saturating_add(c.bytes));
         let transient = self.transient(context, batch);
         let reserve = reserve(usable);
-        let total = self.weight_bytes + kv + transient + reserve;
+        let total = sum([self.weight_bytes, kv, transient, reserve]);
         let max_context = self.max_context(batch, usable);
         MemoryPlan {
             context,
@@ -92,8 +95,13 @@ impl MemoryModel<'_> {
     }
 
     fn total(&self, context: u64, batch: u64, usable: u64) -> u64 {
-        let kv: u64 = self.caches(context, batch).iter().map(|c| c.bytes).sum();
-        self.weight_bytes + kv + self.transient(context, batch) + reserve(usable)
+        let kv = sum(self.caches(context, batch).iter().map(|c| c.bytes));
+        sum([
+            self.weight_bytes,
+            kv,
+            self.transient(context, batch),
+            reserve(usable),
+        ])
     }
 
     /// The largest context whose total fits `usable` (binary search; totals grow with
@@ -132,19 +140,19 @@ impl MemoryModel<'_> {
             .enumerate()
             .filter(|(_, l)| l.kv.is_donor())
             .map(|(i, l)| {
-                let per_token = self.geometry(i, batch).bytes_per_token(l.cache.quant()) as u64;
+                let per_token = self.per_token(i, batch, l.cache.quant());
                 // A ring holds its window once single-token steps trim it; a growing
                 // cache holds the context rounded up to its 256-row growth step.
                 let rows = match l.attention {
                     LayerType::Sliding => context.min(c.sliding_window as u64),
-                    LayerType::Full => context.div_ceil(STEP as u64) * STEP as u64,
+                    LayerType::Full => context.div_ceil(STEP as u64).saturating_mul(STEP as u64),
                 };
                 CacheMemory {
                     cache: i,
                     signature: l.cache.to_string(),
                     bytes_per_token: per_token,
                     rows,
-                    bytes: per_token * rows,
+                    bytes: per_token.saturating_mul(rows),
                 }
             })
             .collect()
@@ -155,27 +163,36 @@ impl MemoryModel<'_> {
         let c = self.config;
         let chunk = self.prefill_chunk.min(context).max(1);
         let step = |tokens: u64| -> u64 {
-            let rows = batch * tokens;
+            let rows = batch.saturating_mul(tokens);
             let h = c.hidden_size as u64;
             let mlp = (0..c.num_hidden_layers)
                 .map(|i| c.mlp_width(i))
                 .max()
                 .unwrap_or(0) as u64;
-            let moe = c
-                .moe
-                .map_or(0, |m| (m.top_k * m.intermediate_size * 3) as u64);
-            let ple = (c.num_hidden_layers * c.hidden_size_per_layer_input) as u64;
+            let moe = c.moe.map_or(0, |m| {
+                product([m.top_k as u64, m.intermediate_size as u64, 3])
+            });
+            let ple = product([
+                c.num_hidden_layers as u64,
+                c.hidden_size_per_layer_input as u64,
+            ]);
             let heads = c.num_attention_heads as u64;
             let d = c.global_head_dim.max(c.head_dim) as u64;
             // Residual, norms, q/k/v/o, MLP gate/up/product, per-layer inputs.
-            let activations =
-                rows * (6 * h + 4 * heads * d + 3 * mlp + moe + 2 * ple) * self.dtype_bytes;
+            let width = sum([
+                product([6, h]),
+                product([4, heads, d]),
+                product([3, mlp]),
+                moe,
+                product([2, ple]),
+            ]);
+            let activations = product([rows, width, self.dtype_bytes]);
             // Unfused attention scores (quantized path): bf16 scores, where, f32 softmax.
             let keys = context.max(tokens);
-            let scores = batch * heads * tokens * keys * (2 * self.dtype_bytes + 4);
+            let scores = product([batch, heads, tokens, keys, 2 * self.dtype_bytes + 4]);
             // Logits of the last position, cast to f32 for sampling.
-            let logits = batch * c.vocab_size as u64 * (self.dtype_bytes + 4);
-            activations + scores + logits
+            let logits = product([batch, c.vocab_size as u64, self.dtype_bytes + 4]);
+            sum([activations, scores, logits])
         };
         // The first chunk is cached in float before the policy converts it.
         let float_chunk: u64 = self
@@ -185,11 +202,21 @@ impl MemoryModel<'_> {
             .enumerate()
             .filter(|(_, l)| l.kv.is_donor())
             .map(|(i, _)| {
-                let g = self.geometry(i, batch);
-                g.bytes_per_token(None) as u64 * chunk.div_ceil(STEP as u64) * STEP as u64
+                product([
+                    self.per_token(i, batch, None),
+                    chunk.div_ceil(STEP as u64),
+                    STEP as u64,
+                ])
             })
-            .sum();
-        step(chunk).max(step(1)) + float_chunk
+            .fold(0, u64::saturating_add);
+        step(chunk).max(step(1)).saturating_add(float_chunk)
+    }
+
+    /// Bytes per token of cache `i` for `batch` rows: its geometry's, computed here with
+    /// saturation because the batch is the caller's and need not be small.
+    fn per_token(&self, i: usize, batch: u64, quant: Option<QuantSpec>) -> u64 {
+        let one_row = self.geometry(i, 1).bytes_per_token(quant) as u64;
+        one_row.saturating_mul(batch)
     }
 }
 
@@ -202,29 +229,42 @@ pub fn estimate_weight_bytes(
     dtype_bytes: u64,
 ) -> u64 {
     use crate::model::gemma4::weights::{TensorRole, canonical_tensors};
-    canonical_tensors(config)
+    let total = canonical_tensors(config)
         .into_iter()
         .map(|(name, role)| match role {
             TensorRole::Module { lead, out, inp } => {
-                let lead: u64 = lead.iter().map(|&d| d as u64).product();
-                let rows = lead * out as u64;
+                let rows = product(lead.iter().chain([&out]).map(|&d| d as u64));
                 let spec = match quant {
                     Some(_) if name.ends_with("router.proj") => Some(crate::synth::ROUTER_QUANT),
                     q => q,
                 };
-                match spec.filter(|q| inp % q.group_size as usize == 0) {
+                let inp = inp as u64;
+                match spec.filter(|q| inp.is_multiple_of(u64::from(q.group_size))) {
                     Some(q) => {
-                        rows * (4 * q.packed_cols(inp)
-                            + 2 * q.group_cols(inp) * dtype_bytes as usize)
-                            as u64
+                        let packed = product([inp, q.bits.into()]) / 32;
+                        let groups = inp / u64::from(q.group_size);
+                        let row = sum([product([4, packed]), product([2, groups, dtype_bytes])]);
+                        product([rows, row])
                     }
-                    None => rows * inp as u64 * dtype_bytes,
+                    None => product([rows, inp, dtype_bytes]),
                 }
             }
-            TensorRole::Norm(d) | TensorRole::Vector(d) => d as u64 * dtype_bytes,
+            TensorRole::Norm(d) | TensorRole::Vector(d) => product([d as u64, dtype_bytes]),
             TensorRole::LayerScalar => dtype_bytes,
-        })
-        .sum()
+        });
+    sum(total)
+}
+
+// Byte counts saturate: a model too large to count in u64 bytes is one that never fits,
+// and a plan must say so rather than overflow (configs bound each dimension, not their
+// products, and the context and batch are the caller's).
+
+fn sum(terms: impl IntoIterator<Item = u64>) -> u64 {
+    terms.into_iter().fold(0, u64::saturating_add)
+}
+
+fn product(factors: impl IntoIterator<Item = u64>) -> u64 {
+    factors.into_iter().fold(1, u64::saturating_mul)
 }
 
 /// The reserve: 10% of the usable memory, at least 512 MiB, at most 4 GiB.

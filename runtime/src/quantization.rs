@@ -90,8 +90,8 @@ impl QuantizationMap {
         let mut global_group = None;
         for (k, v) in obj.entries() {
             match k.as_str() {
-                "bits" => global_bits = Some(obj.usize("bits")?),
-                "group_size" => global_group = Some(obj.usize("group_size")?),
+                "bits" => global_bits = Some(obj.u32("bits")?),
+                "group_size" => global_group = Some(obj.u32("group_size")?),
                 "mode" => check_mode(&obj, "mode", obj.str("mode")?)?,
                 "quant_method" | "linear_class" | "quantize_activations" => {}
                 path => {
@@ -114,10 +114,7 @@ impl QuantizationMap {
         }
         match (global_bits, global_group) {
             (Some(bits), Some(group_size)) => {
-                let spec = QuantSpec {
-                    bits: bits as u32,
-                    group_size: group_size as u32,
-                };
+                let spec = QuantSpec { bits, group_size };
                 map.global = Some(spec.validate().map_err(|m| obj.err("bits", m))?);
             }
             (None, None) => {}
@@ -147,8 +144,8 @@ fn read_entry(o: &Obj<'_>) -> Result<QuantSpec> {
     if let Some(mode) = o.opt_str("mode")? {
         check_mode(o, "mode", mode)?;
     }
-    let bits = o.usize("bits")? as u32;
-    let group_size = o.opt_usize("group_size")?.unwrap_or(64) as u32;
+    let bits = o.u32("bits")?;
+    let group_size = o.opt_u32("group_size")?.unwrap_or(64);
     QuantSpec { bits, group_size }
         .validate()
         .map_err(|m| o.err("bits", m))

@@ -8,6 +8,7 @@ use std::path::Path;
 
 use serde_json::{Value, json};
 
+use crate::config::{check_dim, read_num_layers};
 use crate::error::{Error, Result};
 use crate::json::{self, Obj};
 use crate::nn::rope::Llama3Scaling;
@@ -115,7 +116,7 @@ impl LlamaConfig {
             }
         };
         let qwen = kind == LlamaKind::Qwen3;
-        let num_hidden_layers = c.positive("num_hidden_layers")?;
+        let num_hidden_layers = read_num_layers(&c)?;
         let hidden_size = c.positive("hidden_size")?;
         let intermediate_size = c.positive("intermediate_size")?;
         let num_attention_heads = c.positive("num_attention_heads")?;
@@ -230,6 +231,21 @@ impl LlamaConfig {
             Some(q) => Some(QuantizationMap::from_value(file, "quantization", q)?),
             None => None,
         };
+        // Every weight dimension fits MLX's i32 shapes (the tensor list multiplies them).
+        check_dim(&c, "hidden_size", "hidden_size", &[hidden_size])?;
+        check_dim(
+            &c,
+            "intermediate_size",
+            "intermediate_size",
+            &[intermediate_size],
+        )?;
+        check_dim(&c, "vocab_size", "vocab_size", &[vocab_size])?;
+        check_dim(
+            &c,
+            "head_dim",
+            "num_attention_heads × head_dim",
+            &[num_attention_heads, head_dim],
+        )?;
         Ok(LlamaConfig {
             source: file.to_owned(),
             kind,
@@ -339,6 +355,16 @@ fn read_rope(c: &Obj<'_>, qwen: bool) -> Result<LlamaRope> {
                     Some(8192.0),
                 )?,
             };
+            // A count of positions: written back as an integer (`to_json`), so only whole
+            // numbers that f64 holds exactly are accepted (0.5 used to validate, then be
+            // written as 0, which does not).
+            let positions = scaling.original_max_position_embeddings;
+            if positions.fract() != 0.0 || positions > (1u64 << 53) as f64 {
+                return Err(s.err(
+                    "original_max_position_embeddings",
+                    format!("must be a whole number of positions up to 2^53, found {positions}"),
+                ));
+            }
             if scaling.high_freq_factor <= scaling.low_freq_factor {
                 return Err(s.err(
                     "high_freq_factor",
