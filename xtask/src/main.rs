@@ -1,6 +1,7 @@
 //! `cargo xtask`: developer tasks of mlx-aot.
 
 mod bench;
+mod fuzz;
 mod generate;
 mod parity;
 mod soak;
@@ -32,6 +33,9 @@ enum Command {
     Bench(bench::Args),
     /// The long run: 10,000 steps, generated == monolith throughout, memory bounded.
     Soak,
+    /// Run the cargo-fuzz targets of fuzz/ for a bounded time each (cargo-fuzz must be
+    /// installed).
+    Fuzz(fuzz::Args),
 }
 
 fn main() -> ExitCode {
@@ -41,6 +45,7 @@ fn main() -> ExitCode {
         Command::Parity(args) => parity::run(&args),
         Command::Bench(args) => bench::run(&args),
         Command::Soak => soak::run(),
+        Command::Fuzz(args) => fuzz::run(&args),
     };
     match result {
         Ok(code) => code,

@@ -49,3 +49,28 @@ fn bad_requests_fail_with_a_message() {
     let o = xtask(&["generate", "--name", "x", "--check"]);
     assert!(!o.status.success(), "--name without --model-dir");
 }
+
+#[test]
+fn fuzz_names_its_targets_which_are_the_fuzz_crates_binaries() {
+    let o = xtask(&["fuzz", "nope"]);
+    assert!(!o.status.success());
+    let out = text(&o);
+    assert!(out.contains("unknown fuzz target \"nope\""), "{out}");
+    let manifest = std::fs::read_to_string(
+        std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../fuzz/Cargo.toml"),
+    )
+    .unwrap();
+    let bins: Vec<&str> = manifest
+        .split("[[bin]]")
+        .skip(1)
+        .filter_map(|b| b.lines().find_map(|l| l.strip_prefix("name = ")))
+        .map(|n| n.trim_matches('"'))
+        .collect();
+    assert_eq!(bins.len(), 3, "{bins:?}");
+    for bin in bins {
+        assert!(
+            out.contains(&format!("\"{bin}\"")),
+            "{bin} missing from: {out}"
+        );
+    }
+}
