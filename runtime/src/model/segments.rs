@@ -152,10 +152,10 @@ impl Segment {
 /// The compiled segments of a model's single-token step.
 #[derive(Debug)]
 pub struct DecodeSegments {
-    pub(crate) embed: Segment,
+    embed: Segment,
     pre: Vec<Segment>,
     post: Vec<Segment>,
-    pub(crate) head: Segment,
+    head: Segment,
 }
 
 impl DecodeSegments {
@@ -224,20 +224,60 @@ pub fn run_stage<M, const N: usize>(
     })
 }
 
-/// Checks that a compiled step gets one token per row (`[B, 1]`).
-pub(crate) fn single_token(tokens: &Array) -> Result<()> {
-    if tokens.ndim() != 2 || tokens.dim(1) != 1 {
-        return Err(Error::Request(format!(
-            "the compiled step takes one token per row, got tokens of shape {:?}",
-            tokens.shape()
-        )));
+/// Whether a model with activations of `dtype` compiles its single-token steps: when
+/// [`compiled_decode`] is on and the activations are 16-bit. With float32 activations
+/// (float32 checkpoints; MLX's CPU `gather_mm` takes nothing else), the compiled
+/// post-attention stage of Gemma 4's MoE layers rounds differently from the unfused
+/// reference, which the parity gate shows; such models run their straight-line code
+/// without compiling.
+pub fn compiles_with(dtype: mlx_rs::Dtype) -> bool {
+    compiled_decode() && matches!(dtype, mlx_rs::Dtype::Bfloat16 | mlx_rs::Dtype::Float16)
+}
+
+/// The embedding stage of a step over `tokens`: compiled when `segments` is given (then
+/// `tokens` must be `[B, 1]`), else directly. At least one output (`h` first).
+pub fn embed<M: Staged>(
+    m: &M,
+    segments: Option<&mut DecodeSegments>,
+    tokens: &Array,
+) -> Result<Vec<Array>> {
+    let args = std::slice::from_ref(tokens);
+    let out = match segments {
+        Some(s) => {
+            if tokens.ndim() != 2 || tokens.dim(1) != 1 {
+                return Err(Error::Request(format!(
+                    "the compiled step takes one token per row, got tokens of shape {:?}",
+                    tokens.shape()
+                )));
+            }
+            run_compiled(m, "embed", &mut s.embed, M::EMBED, args)?
+        }
+        None => (M::EMBED)(m, 0, args)?,
+    };
+    if out.is_empty() {
+        return Err(Error::Unsupported(
+            "the embedding stage returned nothing".into(),
+        ));
     }
-    Ok(())
+    Ok(out)
+}
+
+/// The head stage on the last residual stream `h`: logits, compiled when `segments` is
+/// given.
+pub fn head<M: Staged>(m: &M, segments: Option<&mut DecodeSegments>, h: &Array) -> Result<Array> {
+    let args = std::slice::from_ref(h);
+    let out = match segments {
+        Some(s) => run_compiled(m, "head", &mut s.head, M::HEAD, args)?,
+        None => (M::HEAD)(m, 0, args)?,
+    };
+    out.into_iter()
+        .next()
+        .ok_or_else(|| Error::Unsupported("the head stage returned nothing".into()))
 }
 
 /// Runs the embedding (`segment` set) or head stage compiled, checking it against the
 /// direct run under [`stage_check`].
-pub(crate) fn run_compiled<M>(
+fn run_compiled<M>(
     m: &M,
     name: &str,
     segment: &mut Segment,

@@ -30,17 +30,9 @@ impl Staged for Gemma4 {
     const HEAD: StageFn = head_stage;
 }
 
-/// Whether `m`'s single-token steps run compiled: when [`compiled_decode`] is on and the
-/// activations are 16-bit. With float32 activations (float32 checkpoints; MLX's CPU
-/// `gather_mm` takes nothing else), the compiled post-attention stage of MoE layers
-/// rounds differently from the unfused reference, which the parity gate shows; those
-/// models run their straight-line code without compiling.
+/// Whether `m`'s single-token steps run compiled (see [`segments::compiles_with`]).
 pub fn compiles(m: &Gemma4) -> bool {
-    compiled_decode()
-        && matches!(
-            m.weights.dtype,
-            mlx_rs::Dtype::Bfloat16 | mlx_rs::Dtype::Float16
-        )
+    segments::compiles_with(m.weights.dtype)
 }
 
 /// One forward step in progress.
@@ -66,24 +58,7 @@ impl<'a> Step<'a> {
         caches: &[AnyCache],
         mut segments: Option<&'a mut DecodeSegments>,
     ) -> Result<Self> {
-        let mut out = match segments.as_deref_mut() {
-            Some(s) => {
-                segments::single_token(tokens)?;
-                segments::run_compiled(
-                    m,
-                    "embed",
-                    &mut s.embed,
-                    embed_stage,
-                    std::slice::from_ref(tokens),
-                )?
-            }
-            None => embed_stage(m, 0, std::slice::from_ref(tokens))?,
-        };
-        if out.is_empty() {
-            return Err(Error::Unsupported(
-                "the embedding stage returned nothing".into(),
-            ));
-        }
+        let mut out = segments::embed(m, segments.as_deref_mut(), tokens)?;
         let h = out.remove(0);
         let per_layer = out;
         let masks = blocks::masks(m, caches, tokens.dim(-1))?;
@@ -131,19 +106,7 @@ impl<'a> Step<'a> {
 
     /// Final norm, head and softcap of the residual stream `h`.
     pub fn finish(self, h: &Array) -> Result<Array> {
-        let out = match self.segments {
-            Some(s) => segments::run_compiled(
-                self.m,
-                "head",
-                &mut s.head,
-                head_stage,
-                std::slice::from_ref(h),
-            )?,
-            None => head_stage(self.m, 0, std::slice::from_ref(h))?,
-        };
-        out.into_iter()
-            .next()
-            .ok_or_else(|| Error::Unsupported("the head stage returned nothing".into()))
+        segments::head(self.m, self.segments, h)
     }
 }
 

@@ -12,7 +12,7 @@ use super::Llama;
 use super::blocks;
 use crate::cache::AnyCache;
 use crate::config::LayerType;
-use crate::error::{Error, Result};
+use crate::error::Result;
 use crate::model::segments::{self, Staged};
 use crate::nn::mask::AttnMask;
 
@@ -32,16 +32,9 @@ impl Staged for Llama {
     const HEAD: StageFn = head_stage;
 }
 
-/// Whether `m`'s single-token steps run compiled: when [`compiled_decode`] is on and the
-/// activations are 16-bit (as for Gemma 4). Which stages compile follows
-/// [`compiled_stages`], shared with Gemma 4: on the CPU all of them, on a GPU those before
-/// attention (embedding, pre-attention stages, head).
+/// Whether `m`'s single-token steps run compiled (see [`segments::compiles_with`]).
 pub fn compiles(m: &Llama) -> bool {
-    compiled_decode()
-        && matches!(
-            m.weights.dtype,
-            mlx_rs::Dtype::Bfloat16 | mlx_rs::Dtype::Float16
-        )
+    segments::compiles_with(m.weights.dtype)
 }
 
 /// One forward step in progress.
@@ -65,23 +58,7 @@ impl<'a> Step<'a> {
         caches: &[AnyCache],
         mut segments: Option<&'a mut DecodeSegments>,
     ) -> Result<Self> {
-        let out = match segments.as_deref_mut() {
-            Some(s) => {
-                segments::single_token(tokens)?;
-                segments::run_compiled(
-                    m,
-                    "embed",
-                    &mut s.embed,
-                    embed_stage,
-                    std::slice::from_ref(tokens),
-                )?
-            }
-            None => embed_stage(m, 0, std::slice::from_ref(tokens))?,
-        };
-        let h = out
-            .into_iter()
-            .next()
-            .ok_or_else(|| Error::Unsupported("the embedding stage returned nothing".into()))?;
+        let h = segments::embed(m, segments.as_deref_mut(), tokens)?.remove(0);
         let mask = blocks::mask(caches, tokens.dim(-1))?;
         Ok(Step {
             m,
@@ -119,19 +96,7 @@ impl<'a> Step<'a> {
 
     /// Final norm and head of the residual stream `h`.
     pub fn finish(self, h: &Array) -> Result<Array> {
-        let out = match self.segments {
-            Some(s) => segments::run_compiled(
-                self.m,
-                "head",
-                &mut s.head,
-                head_stage,
-                std::slice::from_ref(h),
-            )?,
-            None => head_stage(self.m, 0, std::slice::from_ref(h))?,
-        };
-        out.into_iter()
-            .next()
-            .ok_or_else(|| Error::Unsupported("the head stage returned nothing".into()))
+        segments::head(self.m, self.segments, h)
     }
 }
 
