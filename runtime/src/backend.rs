@@ -23,10 +23,19 @@ fn cuda_available() -> bool {
     })
 }
 
+/// Whether MLX's default device is the CPU.
+pub fn cpu_default() -> bool {
+    default_type().is_some_and(|t| matches!(t, mlx_rs::DeviceType::Cpu))
+}
+
 fn default_is_gpu() -> bool {
+    default_type().is_some_and(|t| matches!(t, mlx_rs::DeviceType::Gpu))
+}
+
+fn default_type() -> Option<mlx_rs::DeviceType> {
     mlx_rs::Device::try_default()
         .and_then(|d| d.get_type())
-        .is_ok_and(|t| matches!(t, mlx_rs::DeviceType::Gpu))
+        .ok()
 }
 
 #[cfg(test)]

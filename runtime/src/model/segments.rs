@@ -39,7 +39,7 @@ pub enum CompiledStages {
 /// before attention, `all` every stage, `1` this device's default set.
 pub fn compiled_stages() -> CompiledStages {
     let device_default = || {
-        if on_cpu() {
+        if crate::backend::cpu_default() {
             CompiledStages::All
         } else {
             CompiledStages::BeforeAttention
@@ -73,13 +73,6 @@ pub fn set_compiled_decode(on: Option<bool>) {
 /// Whether any stage of single-token steps compiles (see [`compiled_stages`]).
 pub fn compiled_decode() -> bool {
     compiled_stages() != CompiledStages::None
-}
-
-/// Whether MLX's default device is the CPU.
-fn on_cpu() -> bool {
-    mlx_rs::Device::try_default()
-        .and_then(|d| d.get_type())
-        .is_ok_and(|t| matches!(t, mlx_rs::DeviceType::Cpu))
 }
 
 thread_local! {

@@ -8,25 +8,19 @@
 //! or [`set_compiled_activations`] selects them, as `mx.disable_compile()` does for the
 //! reference.
 
-use std::cell::{Cell, RefCell};
-use std::collections::HashMap;
+use std::cell::Cell;
 
 use mlx_rs::Array;
-use mlx_rs::error::Exception;
 
-use crate::error::{Error, Result};
+use crate::error::Result;
+use crate::nn::compiled::{EnvSwitch, call};
 use crate::nn::scalar;
-
-type Compiled = Box<dyn FnMut(&[Array]) -> std::result::Result<Vec<Array>, Exception>>;
-
-/// Which compiled function: its name and, for `logit_softcap`, the cap's bits (the
-/// reference's compile cache keys on the Python float the same way).
-type Key = (&'static str, u64);
 
 thread_local! {
     static SWITCH: Cell<Option<bool>> = const { Cell::new(None) };
-    static COMPILED: RefCell<HashMap<Key, Compiled>> = RefCell::new(HashMap::new());
 }
+
+static FROM_ENV: EnvSwitch = EnvSwitch::new("MLX_AOT_COMPILED_ACTIVATIONS");
 
 /// Forces the compiled activations on or off for this thread; `None` restores the
 /// default (on, unless `MLX_AOT_COMPILED_ACTIVATIONS=0`).
@@ -36,12 +30,7 @@ pub fn set_compiled_activations(on: Option<bool>) {
 
 /// Whether the activations run through their compiled functions.
 pub fn compiled_activations() -> bool {
-    static FROM_ENV: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
-    SWITCH.with(|s| s.get()).unwrap_or_else(|| {
-        *FROM_ENV.get_or_init(|| {
-            std::env::var("MLX_AOT_COMPILED_ACTIVATIONS").map_or(true, |v| v != "0")
-        })
-    })
+    SWITCH.with(|s| s.get()).unwrap_or_else(|| FROM_ENV.on())
 }
 
 /// `0.5 * x * (1 + tanh(sqrt(2/pi) * (x + 0.044715 * x**3)))`, in that grouping, with
@@ -86,31 +75,9 @@ pub fn logit_softcap(x: &Array, cap: f64) -> Result<Array> {
     if !compiled_activations() {
         return logit_softcap_eager(x, cap);
     }
+    // The cap is a constant of the compiled function: one function per cap.
     call(("logit_softcap", cap.to_bits()), &[x], move |a| {
         logit_softcap_eager(&a[0], cap)
-    })
-}
-
-/// Runs the compiled function `key` (compiled from `f`, shapeless, at its first use on
-/// this thread) on `args`, returning its one output.
-fn call(
-    key: Key,
-    args: &[&Array],
-    f: impl Fn(&[Array]) -> Result<Array> + 'static,
-) -> Result<Array> {
-    COMPILED.with(|c| {
-        let mut c = c.borrow_mut();
-        let compiled = c.entry(key).or_insert_with(|| {
-            let traced = move |a: &[Array]| -> std::result::Result<Vec<Array>, Exception> {
-                f(a).map(|y| vec![y])
-                    .map_err(|e| Exception::custom(e.to_string()))
-            };
-            Box::new(mlx_rs::transforms::compile::compile(traced, true))
-        });
-        let args: Vec<Array> = args.iter().map(|a| (*a).clone()).collect();
-        compiled(&args)?
-            .pop()
-            .ok_or_else(|| Error::Unsupported(format!("the compiled {} returned nothing", key.0)))
     })
 }
 

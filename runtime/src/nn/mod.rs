@@ -4,6 +4,7 @@
 
 pub mod activation;
 pub mod attention;
+pub mod compiled;
 pub mod embedding;
 pub mod linear;
 pub mod mask;

@@ -6,20 +6,19 @@
 //! then `* up`), and [`set_compiled_swiglu`] overrides it for this thread. The
 //! reference's counterpart is MLX's own compile switch (`mx.disable_compile()`).
 
-use std::cell::{Cell, RefCell};
+use std::cell::Cell;
 
 use mlx_rs::Array;
-use mlx_rs::error::Exception;
 
-use crate::error::{Error, Result};
+use crate::error::Result;
+use crate::nn::compiled::{EnvSwitch, call};
 use crate::nn::linear::Linear;
-
-type Compiled = Box<dyn FnMut(&[Array]) -> std::result::Result<Vec<Array>, Exception>>;
 
 thread_local! {
     static SWITCH: Cell<Option<bool>> = const { Cell::new(None) };
-    static COMPILED: RefCell<Option<Compiled>> = const { RefCell::new(None) };
 }
+
+static FROM_ENV: EnvSwitch = EnvSwitch::new("MLX_AOT_COMPILED_SWIGLU");
 
 /// Forces the compiled SwiGLU on or off for this thread; `None` restores the default
 /// (on, unless `MLX_AOT_COMPILED_SWIGLU=0`).
@@ -29,9 +28,7 @@ pub fn set_compiled_swiglu(on: Option<bool>) {
 
 /// Whether SwiGLU runs through its compiled function.
 pub fn compiled_swiglu() -> bool {
-    SWITCH
-        .with(|s| s.get())
-        .unwrap_or_else(|| std::env::var("MLX_AOT_COMPILED_SWIGLU").map_or(true, |v| v != "0"))
+    SWITCH.with(|s| s.get()).unwrap_or_else(|| FROM_ENV.on())
 }
 
 /// `silu(gate) * up` with `silu(x) = x * sigmoid(x)`, op by op.
@@ -45,20 +42,7 @@ pub fn swiglu(gate: &Array, up: &Array) -> Result<Array> {
     if !compiled_swiglu() {
         return swiglu_eager(gate, up);
     }
-    COMPILED.with(|c| {
-        let mut c = c.borrow_mut();
-        let f = c.get_or_insert_with(|| {
-            let f = |a: &[Array]| -> std::result::Result<Vec<Array>, Exception> {
-                swiglu_eager(&a[0], &a[1])
-                    .map(|y| vec![y])
-                    .map_err(|e| Exception::custom(e.to_string()))
-            };
-            Box::new(mlx_rs::transforms::compile::compile(f, true))
-        });
-        let mut out = f(&[gate.clone(), up.clone()])?;
-        out.pop()
-            .ok_or_else(|| Error::Unsupported("the compiled swiglu returned nothing".into()))
-    })
+    call(("swiglu", 0), &[gate, up], |a| swiglu_eager(&a[0], &a[1]))
 }
 
 /// The dense SwiGLU MLP.

@@ -1,0 +1,67 @@
+//! Functions compiled once per thread (mlx `compile`, shapeless), as the reference
+//! compiles its activations, and the switches that turn them off.
+
+use std::cell::RefCell;
+use std::collections::HashMap;
+use std::sync::OnceLock;
+
+use mlx_rs::Array;
+use mlx_rs::error::Exception;
+
+use crate::error::{Error, Result};
+
+type Compiled = Box<dyn FnMut(&[Array]) -> std::result::Result<Vec<Array>, Exception>>;
+
+/// Which compiled function: its name and a constant it closes over (its bits; 0 when
+/// none), as the reference's compile cache keys on the Python scalars it is called with.
+pub type Key = (&'static str, u64);
+
+thread_local! {
+    static COMPILED: RefCell<HashMap<Key, Compiled>> = RefCell::new(HashMap::new());
+}
+
+/// Runs the compiled function `key` (compiled from `f`, shapeless, at its first use on
+/// this thread) on `args`, returning its one output.
+pub fn call(
+    key: Key,
+    args: &[&Array],
+    f: impl Fn(&[Array]) -> Result<Array> + 'static,
+) -> Result<Array> {
+    COMPILED.with(|c| {
+        let mut c = c.borrow_mut();
+        let compiled = c.entry(key).or_insert_with(|| {
+            let traced = move |a: &[Array]| -> std::result::Result<Vec<Array>, Exception> {
+                f(a).map(|y| vec![y])
+                    .map_err(|e| Exception::custom(e.to_string()))
+            };
+            Box::new(mlx_rs::transforms::compile::compile(traced, true))
+        });
+        let args: Vec<Array> = args.iter().map(|a| (*a).clone()).collect();
+        compiled(&args)?
+            .pop()
+            .ok_or_else(|| Error::Unsupported(format!("the compiled {} returned nothing", key.0)))
+    })
+}
+
+/// A switch read once from the environment: on unless the variable is `0`.
+pub struct EnvSwitch {
+    var: &'static str,
+    value: OnceLock<bool>,
+}
+
+impl EnvSwitch {
+    /// The switch of environment variable `var`.
+    pub const fn new(var: &'static str) -> Self {
+        EnvSwitch {
+            var,
+            value: OnceLock::new(),
+        }
+    }
+
+    /// Whether it is on.
+    pub fn on(&self) -> bool {
+        *self
+            .value
+            .get_or_init(|| std::env::var(self.var).map_or(true, |v| v != "0"))
+    }
+}
