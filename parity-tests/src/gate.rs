@@ -190,6 +190,9 @@ struct Pair {
     model: Loaded,
     generated: Box<dyn LanguageModel>,
     monolith: Box<dyn LanguageModel>,
+    /// `generated` is a second monolith ([`self_check`]): its fast-path counter is not
+    /// checked.
+    self_check: bool,
 }
 
 /// One gate run's state: counts and where we are, for failure messages.
@@ -222,7 +225,7 @@ impl Run<'_> {
             .forward(tokens, a)
             .map_err(|e| format!("{}: {what}: monolith: {e}", self.context))?;
         let moved = self.pair.generated.fast_path_calls() - before;
-        if moved != u64::from(fast) && !self_check() {
+        if moved != u64::from(fast) && !self.pair.self_check {
             return Err(format!(
                 "{}: {what}: the fast path ran {moved} times, expected {} (guard {})",
                 self.context,
@@ -263,6 +266,11 @@ impl Run<'_> {
         }
         Ok(())
     }
+}
+
+/// The bit patterns of `logits` as float32, flattened: what "byte for byte" compares.
+pub fn logit_bits(logits: &Array) -> Result<Vec<u32>, String> {
+    Ok(f32_bytes(logits)?.iter().map(|v| v.to_bits()).collect())
 }
 
 fn f32_bytes(logits: &Array) -> Result<Vec<f32>, String> {
@@ -322,17 +330,17 @@ fn pair(
             imp.fingerprint
         ));
     }
-    if self_check() {
-        return Ok(Pair {
-            generated: model.monolith(),
-            monolith: model.monolith(),
-            model,
-        });
-    }
+    let self_check = self_check();
+    let generated = if self_check {
+        model.monolith()
+    } else {
+        imp.construct_on(&model).map_err(|e| e.to_string())?
+    };
     Ok(Pair {
-        generated: imp.construct_on(&model).map_err(|e| e.to_string())?,
+        generated,
         monolith: model.monolith(),
         model,
+        self_check,
     })
 }
 

@@ -7,7 +7,7 @@ use parity_tests::gate;
 use runtime::Error;
 use runtime::kv_layout::KvLayout;
 use runtime::kv_policy;
-use runtime::mlx_rs::{Array, Dtype};
+use runtime::mlx_rs::Array;
 use runtime::model::gemma4::Gemma4;
 use runtime::model::gemma4::monolith::Gemma4Monolith;
 use runtime::model::gemma4::weights::{Gemma4Weights, weight_facts};
@@ -41,13 +41,7 @@ fn twin() -> Rc<Gemma4> {
 }
 
 fn bits(a: &Array) -> Vec<u32> {
-    let f = a
-        .as_dtype(Dtype::Float32)
-        .unwrap()
-        .flatten(None, None)
-        .unwrap();
-    f.eval().unwrap();
-    f.as_slice::<f32>().iter().map(|v| v.to_bits()).collect()
+    gate::logit_bits(a).unwrap()
 }
 
 fn tokens(ids: &[i32]) -> Array {

@@ -11,7 +11,7 @@ use std::rc::Rc;
 use parity_tests::gate;
 use runtime::cache::AnyCache;
 use runtime::kv_policy;
-use runtime::mlx_rs::{Array, Dtype};
+use runtime::mlx_rs::Array;
 use runtime::model::gemma4::Gemma4;
 use runtime::model::gemma4::monolith::Gemma4Monolith;
 use runtime::model::{LanguageModel, Loaded};
@@ -50,13 +50,7 @@ fn rss_bytes() -> u64 {
 }
 
 fn bits(a: &Array) -> Vec<u32> {
-    let f = a
-        .as_dtype(Dtype::Float32)
-        .unwrap()
-        .flatten(None, None)
-        .unwrap();
-    f.eval().unwrap();
-    f.as_slice::<f32>().iter().map(|v| v.to_bits()).collect()
+    gate::logit_bits(a).unwrap()
 }
 
 #[test]
