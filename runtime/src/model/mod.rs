@@ -1,6 +1,7 @@
 //! Models: the trait every implementation (monolith or generated) serves, the families,
 //! and the family-neutral handles on a loaded model ([`Loaded`], [`ModelRef`]).
 
+pub mod barrier;
 pub mod gemma4;
 pub mod llama;
 pub mod segments;

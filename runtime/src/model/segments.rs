@@ -207,8 +207,20 @@ pub fn run_stage<M, const N: usize>(
             }
             out
         }
-        _ => f(m, i, &args)?,
+        _ => {
+            if stage == Stage::Post
+                && let Some(o) = args.get(1)
+            {
+                crate::model::barrier::attention_done(o)?;
+            }
+            f(m, i, &args)?
+        }
     };
+    if stage == Stage::Post
+        && let Some(h) = out.first()
+    {
+        crate::model::barrier::layer_done(h)?;
+    }
     let n = out.len();
     out.try_into().map_err(|_| {
         Error::Unsupported(format!(

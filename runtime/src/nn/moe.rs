@@ -81,9 +81,7 @@ impl Moe {
         let x = rms_norm(h, Some(&w), eps)?;
         let scores = self.router_proj.forward(&x)?;
         let k = self.top_k;
-        let part = mlx_rs::ops::argpartition_axis(&scores, -k, -1)?;
-        let e = part.dim(-1);
-        let idx = slice_last(&part, e - k, e)?;
+        let idx = top_k(&scores, k, TopK::for_default_device())?;
         let top = scores.take_along_axis(&idx, -1)?;
         let top = mlx_rs::ops::softmax_axis(&top, -1, false)?;
         let scale = self.per_expert_scale.take_axis(&idx, 0)?;
@@ -124,8 +122,89 @@ impl Moe {
     }
 }
 
+/// How the router picks its K experts.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum TopK {
+    /// `argpartition`, as the reference does: its order is the order the weighted sum
+    /// over experts runs in, so the CPU and Metal keep it for bit-exactness with mlx-lm.
+    Partition,
+    /// The last K of a stable `argsort`. MLX's CUDA `argpartition` (a radix select)
+    /// writes its output positions with shared-memory atomics, so nothing fixes the order
+    /// of the experts, nor the choice among tied scores, from one evaluation to the next,
+    /// and the MoE sum rounds by that order; CUDA's sort is a merge sort with a fixed
+    /// order, so routing there uses it. (In 4 runs at 1,027 tokens the partition happened
+    /// to repeat; this removes the chance.) Same experts as `Partition` up to ties, in
+    /// ascending score order.
+    Sort,
+}
+
+impl TopK {
+    /// [`TopK::Sort`] where the default device is a CUDA GPU, else [`TopK::Partition`].
+    pub fn for_default_device() -> TopK {
+        if crate::backend::cuda_default() {
+            TopK::Sort
+        } else {
+            TopK::Partition
+        }
+    }
+}
+
+/// The indices of the `k` largest scores along the last axis.
+pub fn top_k(scores: &Array, k: i32, how: TopK) -> Result<Array> {
+    let e = scores.dim(-1);
+    let ranked = match how {
+        TopK::Partition => mlx_rs::ops::argpartition_axis(scores, -k, -1)?,
+        TopK::Sort => mlx_rs::ops::argsort_axis(scores, -1)?,
+    };
+    slice_last(&ranked, e - k, e)
+}
+
 /// `x[..., start:stop]`.
 fn slice_last(x: &Array, start: i32, stop: i32) -> Result<Array> {
     use mlx_rs::ops::indexing::{Ellipsis, TryIndexOp};
     Ok(x.try_index((Ellipsis, start..stop))?)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The CUDA routing must choose the experts the reference chooses: on distinct
+    /// scores both ways give the same set of K.
+    #[test]
+    fn sorting_and_partitioning_pick_the_same_experts() {
+        let scores = mlx_rs::random::normal::<f32>(
+            &[37, 128],
+            None,
+            None,
+            Some(&mlx_rs::random::key(7).unwrap()),
+        )
+        .unwrap();
+        let sets = |how| {
+            let idx = top_k(&scores, 8, how).unwrap();
+            let sorted = mlx_rs::ops::sort_axis(&idx, -1).unwrap();
+            sorted
+                .as_dtype(mlx_rs::Dtype::Int32)
+                .unwrap()
+                .as_slice::<i32>()
+                .to_vec()
+        };
+        let partition = sets(TopK::Partition);
+        assert_eq!(partition.len(), 37 * 8);
+        assert_eq!(partition, sets(TopK::Sort));
+        // And they are the largest: the smallest chosen score beats every unchosen one.
+        let idx = top_k(&scores, 8, TopK::Sort).unwrap();
+        let chosen = scores
+            .take_along_axis(&idx, -1)
+            .unwrap()
+            .min_axis(-1, None)
+            .unwrap();
+        let kth = mlx_rs::ops::sort_axis(&scores, -1).unwrap();
+        let ninth = slice_last(&kth, 119, 120)
+            .unwrap()
+            .squeeze_axes(&[-1])
+            .unwrap();
+        let beats = mlx_rs::ops::gt(&chosen, &ninth).unwrap().all(None).unwrap();
+        assert!(beats.try_item_exact::<bool>().unwrap());
+    }
 }

@@ -46,6 +46,7 @@ pub fn forward(m: &Gemma4, tokens: &Array, caches: &mut [AnyCache]) -> Result<Ar
         };
         let q = blocks::rope(rope, &q, kv.offset)?;
         let o = blocks::attend(&q, &kv.kv, mask)?;
+        crate::model::barrier::attention_done(&o)?;
         h = blocks::attention_out(m, w, &h, &o)?;
         h = if layer.flags.moe {
             blocks::moe_ffn(m, w, blocks::moe_weights(w, i)?, &h)?
@@ -62,6 +63,7 @@ pub fn forward(m: &Gemma4, tokens: &Array, caches: &mut [AnyCache]) -> Result<Ar
         if matches!(layer.kv, KvRole::Donor { exported: true, .. }) {
             shared[i] = Some(kv);
         }
+        crate::model::barrier::layer_done(&h)?;
     }
     blocks::head(m, &h)
 }

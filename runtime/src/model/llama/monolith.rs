@@ -33,8 +33,10 @@ pub fn forward(m: &Llama, tokens: &Array, caches: &mut [AnyCache]) -> Result<Arr
         let k = blocks::rope(&m.rope, &k, offset)?;
         let kv = c.update_and_fetch(&k, &v)?;
         let o = blocks::attend(m, &q, &kv, &mask)?;
+        crate::model::barrier::attention_done(&o)?;
         h = blocks::attention_out(w, &h, &o)?;
         h = blocks::mlp(m, w, &h)?;
+        crate::model::barrier::layer_done(&h)?;
     }
     blocks::head(m, &h)
 }

@@ -1,0 +1,95 @@
+//! The layer barrier (an evaluation at the end of every layer of a prefill, on by default
+//! on CUDA, `runtime::model::barrier`) changes when work runs, never what it computes:
+//! with it forced on here, the monolith and the generated code give the bytes the
+//! monolith gives without it.
+
+use parity_tests::gate;
+use runtime::kv_policy;
+use runtime::mlx_rs::{Array, Dtype};
+use runtime::model::barrier::{self, Barrier};
+use runtime::model::gemma4::monolith::Gemma4Monolith;
+use runtime::model::llama::monolith::LlamaMonolith;
+use runtime::model::{LanguageModel, Loaded};
+use runtime::quantization::QuantSpec;
+use runtime::synth::SynthOptions;
+
+fn monolith(model: &Loaded) -> Box<dyn LanguageModel> {
+    match model {
+        Loaded::Gemma4(m) => Box::new(Gemma4Monolith::new(m.clone())),
+        Loaded::Llama(m) => Box::new(LlamaMonolith::new(m.clone())),
+    }
+}
+
+/// Logits of a float-cache prefill, then (caches converted per the layout) a prefill
+/// across the window and two single-token steps.
+fn run(lm: &dyn LanguageModel, model: &Loaded, ids: &[u32], window: usize) -> Vec<Vec<u32>> {
+    let layout = model.as_ref().kv_layout().clone();
+    let mut caches = model.as_ref().float_caches(1);
+    let cuts = [0, 5, 5 + window + 3, 5 + window + 4, 5 + window + 5];
+    let mut out = Vec::new();
+    for (i, w) in cuts.windows(2).enumerate() {
+        if i == 1 {
+            kv_policy::apply(&mut caches, &layout).unwrap();
+        }
+        let t: Vec<i32> = ids[w[0]..w[1]].iter().map(|&t| t as i32).collect();
+        let tokens = Array::from_slice(&t, &[1, t.len() as i32]);
+        let logits = lm.forward(&tokens, &mut caches).unwrap();
+        out.push(gate::logit_bits(&logits).unwrap());
+    }
+    out
+}
+
+#[test]
+fn the_layer_barrier_leaves_every_byte_alone() {
+    let wanted = [
+        "gemma4-e4b-generated",
+        "gemma4-26b-a4b-generated",
+        "llama-3.2-1b-generated",
+    ];
+    let imps: Vec<_> = generated::implementations()
+        .into_iter()
+        .filter(|i| wanted.contains(&i.id))
+        .collect();
+    assert_eq!(imps.len(), wanted.len(), "all three are registered");
+    for imp in imps {
+        let (preset, layout) = gate::preset_of(&imp).unwrap();
+        let config = preset.twin();
+        let window = config.sliding_window().unwrap_or(16);
+        let quant = Some(QuantSpec {
+            bits: 4,
+            group_size: 64,
+        });
+        let (tensors, qmap) = config
+            .random_tensors(SynthOptions { seed: 3, quant }, Dtype::Bfloat16)
+            .unwrap();
+        let config = config.with_quantization(qmap);
+        let model = Loaded::from_tensors(config.clone(), layout, tensors).unwrap();
+        let ids = gate::tokens(11, 5 + window + 5, config.vocab_size());
+        let reference = monolith(&model);
+        let generated = imp.construct_on(&model).unwrap();
+
+        barrier::set(Some(Barrier::Off));
+        let without = run(reference.as_ref(), &model, &ids, window);
+        barrier::set(Some(Barrier::LayersAndAttention));
+        let with = run(reference.as_ref(), &model, &ids, window);
+        let before = generated.fast_path_calls();
+        let fast = run(generated.as_ref(), &model, &ids, window);
+        barrier::set(Some(Barrier::Layers));
+        let layers = run(generated.as_ref(), &model, &ids, window);
+        barrier::set(None);
+
+        assert_eq!(without.len(), 4);
+        assert!(
+            without[1].len() > config.vocab_size(),
+            "a multi-token prefill"
+        );
+        assert_eq!(without, with, "{}: the monolith with the barrier", imp.id);
+        assert_eq!(without, fast, "{}: generated with the barrier", imp.id);
+        assert_eq!(without, layers, "{}: generated, layer barrier only", imp.id);
+        assert!(
+            generated.fast_path_calls() >= before + 6,
+            "{}: the generated code ran the converted-cache steps",
+            imp.id
+        );
+    }
+}

@@ -1,0 +1,80 @@
+//! The layer barrier: on CUDA, a multi-token forward pass (a prefill) is evaluated in
+//! pieces, after every layer's attention and at the end of every layer.
+//!
+//! MLX 0.32.2's CUDA backend does not give the same bytes twice for one large graph: on
+//! gemma4-26b-a4b's shapes, a 1,027-token prefill of mlx-lm's own model evaluated as one
+//! graph gave 2-3 distinct results in 4 runs, while the same prefill evaluated after every
+//! layer, and every op of the layer on its own, gave one
+//! (`scripts/cuda-determinism.py`, BENCHMARKS.md). With our quantized caches a barrier per
+//! layer still left `parity --full gemma4-26b-a4b` failing at that prefill; one after
+//! attention as well made all 2,053 steps byte-equal. Evaluating does not change what is
+//! computed, only when, so the barrier keeps the bits of the CPU and Metal; the monolith
+//! and generated code both pass through it at the same points. Single-token steps
+//! (decode) are left as one graph: they matched in every gate run, and a barrier there
+//! would cost a host round trip per layer.
+
+use std::sync::OnceLock;
+
+use mlx_rs::Array;
+
+use crate::error::Result;
+
+/// Where a multi-token forward pass is evaluated before it goes on.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Barrier {
+    /// Nowhere: one graph per forward pass (the CPU and Metal default).
+    Off,
+    /// At the end of every layer: not enough on CUDA once the caches are quantized.
+    Layers,
+    /// At the end of every layer and after every layer's attention (the CUDA default).
+    LayersAndAttention,
+}
+
+/// The barrier in force: [`set`]'s choice for this thread if any, else
+/// `MLX_AOT_LAYER_BARRIER` (`0` off, `1` layers, `2` layers and attention), else
+/// [`Barrier::LayersAndAttention`] where the default device is a CUDA GPU and
+/// [`Barrier::Off`] elsewhere.
+pub fn current() -> Barrier {
+    static FROM_ENV: OnceLock<Barrier> = OnceLock::new();
+    OVERRIDE.with(|o| o.get()).unwrap_or_else(|| {
+        *FROM_ENV.get_or_init(|| match std::env::var("MLX_AOT_LAYER_BARRIER").as_deref() {
+            Ok("0") => Barrier::Off,
+            Ok("1") => Barrier::Layers,
+            Ok("2") => Barrier::LayersAndAttention,
+            _ if crate::backend::cuda_default() => Barrier::LayersAndAttention,
+            _ => Barrier::Off,
+        })
+    })
+}
+
+/// Sets the barrier for this thread, or `None` back to the environment's choice. The
+/// tests use it to show the barrier leaves the bits alone.
+pub fn set(barrier: Option<Barrier>) {
+    OVERRIDE.with(|o| o.set(barrier));
+}
+
+thread_local! {
+    static OVERRIDE: std::cell::Cell<Option<Barrier>> = const { std::cell::Cell::new(None) };
+}
+
+/// The end of a layer whose output residual stream is `h` `[B, L, H]`: evaluated when a
+/// barrier is on and `L > 1`.
+pub fn layer_done(h: &Array) -> Result<()> {
+    if multi_token(h) && current() != Barrier::Off {
+        h.eval()?;
+    }
+    Ok(())
+}
+
+/// A layer's attention output `o` (`L` second to last): evaluated under
+/// [`Barrier::LayersAndAttention`] when `L > 1`.
+pub fn attention_done(o: &Array) -> Result<()> {
+    if multi_token(o) && current() == Barrier::LayersAndAttention {
+        o.eval()?;
+    }
+    Ok(())
+}
+
+fn multi_token(x: &Array) -> bool {
+    x.ndim() >= 2 && x.dim(-2) > 1
+}
