@@ -200,6 +200,9 @@ struct Run<'a> {
     pair: &'a Pair,
     report: &'a mut ModelReport,
     context: String,
+    /// When set (full-shape runs, which take minutes to hours on a CPU), each phase and
+    /// every 64th decode step print a line with the time since this instant.
+    progress: Option<Instant>,
 }
 
 impl Run<'_> {
@@ -259,6 +262,15 @@ impl Run<'_> {
         }
         self.report.steps += 1;
         self.report.bytes += 4 * x.len() as u64;
+        if let Some(start) = self.progress
+            && (!what.starts_with("decode step") || self.report.steps % 64 == 0)
+        {
+            eprintln!(
+                "  {what}: equal ({} steps so far, {:.0} s)",
+                self.report.steps,
+                start.elapsed().as_secs_f64()
+            );
+        }
         if fast {
             self.report.fast_path += 1
         } else {
@@ -395,6 +407,12 @@ pub fn run(imp: &Implementation, opts: &GateOptions) -> Result<ModelReport, Stri
     };
     for &(weights, seed) in &opts.cases {
         let pair = pair(imp, &config, &layout, weights, seed)?;
+        if opts.full {
+            eprintln!(
+                "  {weights} weights, seed {seed}, ready ({:.0} s)",
+                start.elapsed().as_secs_f64()
+            );
+        }
         let plan = pair.model.plan();
         let float_fast = plan.cache_signatures() == plan.with_float_caches().cache_signatures();
         for &prompt in &opts.prompt_lens {
@@ -407,6 +425,7 @@ pub fn run(imp: &Implementation, opts: &GateOptions) -> Result<ModelReport, Stri
                 pair: &pair,
                 report: &mut report,
                 context: format!("{} {weights} seed {seed} prompt {prompt}", imp.id),
+                progress: opts.full.then_some(start),
             };
             let mut a = pair.model.as_ref().float_caches(1);
             let mut b = cloned(&a);
@@ -471,6 +490,7 @@ pub fn run(imp: &Implementation, opts: &GateOptions) -> Result<ModelReport, Stri
                 pair: &pair,
                 report: &mut report,
                 context: format!("{} {weights} seed {seed} batch 2", imp.id),
+                progress: opts.full.then_some(start),
             };
             let mut a = pair.model.as_ref().float_caches(2);
             let mut b = cloned(&a);
