@@ -263,7 +263,7 @@ impl Run<'_> {
         self.report.steps += 1;
         self.report.bytes += 4 * x.len() as u64;
         if let Some(start) = self.progress
-            && (!what.starts_with("decode step") || self.report.steps % 64 == 0)
+            && (!what.starts_with("decode step") || self.report.steps.is_multiple_of(64))
         {
             eprintln!(
                 "  {what}: equal ({} steps so far, {:.0} s)",
