@@ -3,15 +3,21 @@ measured with mlx-lm's own generation loop (generate_step, which pipelines with
 async_eval). Prints one JSON line.
 
 Usage: mlx_lm_bench.py --model DIR --prompt N --gen N --reps N [--warmup-gen N]
+                       [--dot FILE]
 """
 
 import argparse
+import collections
 import json
+import os
+import re
 import sys
+import tempfile
 import time
 
 import mlx.core as mx
 from mlx_lm.generate import generate_step
+from mlx_lm.models.cache import make_prompt_cache
 from mlx_lm.utils import load_model
 
 
@@ -46,6 +52,48 @@ def run(model, prompt, gen):
     }
 
 
+def step_graph(model, prompt, dot, steps=32):
+    """Single-token steps after the prompt, as mlx-lm's generate_step builds them
+    (logits, log-softmax, argmax), one at a time: the time to build each step's graph
+    apart from evaluating it, and of that evaluation the part spent handing it to the
+    device (async_eval) (medians, the first two steps not timed), and the first
+    step's primitives counted from MLX's DOT export."""
+    cache = make_prompt_cache(model)
+    logits = model(mx.array(prompt)[None], cache=cache)
+    token = mx.argmax(logits[:, -1, :], axis=-1)
+    mx.eval(token, [c.state for c in cache])
+    build, submit, run, counts = [], [], [], collections.Counter()
+    for i in range(steps + 2):
+        t0 = time.perf_counter()
+        logits = model(token[:, None], cache=cache)[:, -1, :]
+        logprobs = logits - mx.logsumexp(logits, axis=-1, keepdims=True)
+        nxt = mx.argmax(logprobs, axis=-1)
+        t1 = time.perf_counter()
+        if i == 0:
+            path = dot or os.path.join(tempfile.mkdtemp(), "mlx-lm.dot")
+            mx.export_to_dot(path, nxt)
+            with open(path) as f:
+                for line in f:
+                    if "shape=rectangle" in line:
+                        m = re.search(r'label ="([^"]*)"', line)
+                        counts[m.group(1) if m else "?"] += 1
+            if not dot:
+                os.remove(path)
+            t1 = time.perf_counter()
+        mx.async_eval(nxt)
+        t2 = time.perf_counter()
+        mx.eval(nxt)
+        t3 = time.perf_counter()
+        # The first two steps are not timed (the first also writes the graph).
+        if i >= 2:
+            build.append((t1 - t0) * 1e3)
+            submit.append((t2 - t1) * 1e3)
+            run.append((t3 - t1) * 1e3)
+        token = nxt
+    median = lambda v: sorted(v)[len(v) // 2]
+    return dict(sorted(counts.items())), median(build), median(submit), median(run)
+
+
 def main():
     p = argparse.ArgumentParser()
     p.add_argument("--model", required=True)
@@ -53,13 +101,26 @@ def main():
     p.add_argument("--gen", type=int, required=True)
     p.add_argument("--reps", type=int, default=3)
     p.add_argument("--warmup-gen", type=int, default=16)
+    p.add_argument("--dot", help="write one step's graph here as DOT")
     a = p.parse_args()
     model, config = load_model(__import__("pathlib").Path(a.model))
     vocab = config.get("vocab_size") or config["text_config"]["vocab_size"]
     prompt = tokens(a.prompt, vocab)
     run(model, prompt, a.warmup_gen)
     reps = [run(model, prompt, a.gen) for _ in range(a.reps)]
-    print(json.dumps({"mlx_lm": reps, "device": str(mx.default_device())}))
+    ops, build_ms, submit_ms, eval_ms = step_graph(model, prompt, a.dot)
+    print(
+        json.dumps(
+            {
+                "mlx_lm": reps,
+                "ops_by_primitive": ops,
+                "host_build_ms_per_step": build_ms,
+                "submit_ms_per_step": submit_ms,
+                "eval_ms_per_step": eval_ms,
+                "device": str(mx.default_device()),
+            }
+        )
+    )
     sys.stdout.flush()
 
 

@@ -1,6 +1,7 @@
 //! `mlx-aot bench`: the monolith, the generated path (compiled and not) and mlx-lm on
 //! the same saved weights, in one run: prefill tok/s, time to first token, decode tok/s,
-//! host time per decode step (graph building apart from evaluation), ops per step and
+//! host time per decode step (graph building apart from evaluation, and the part of
+//! evaluation spent submitting the step to the device), ops per step by primitive and
 //! peak memory, over alternating repetitions after a warm-up. Prints a table with
 //! ratios and writes JSON.
 
@@ -60,6 +61,10 @@ pub struct Args {
     /// Write the results as JSON here.
     #[arg(long)]
     json: Option<PathBuf>,
+    /// Write each implementation's single-token step graph here as DOT
+    /// (`<implementation>.dot`, and `mlx-lm.dot` from the mlx-lm side).
+    #[arg(long)]
+    graphs: Option<PathBuf>,
     /// A label for the machine in the report.
     #[arg(long, default_value = "")]
     machine: String,
@@ -93,7 +98,11 @@ struct Rep {
 struct HostSplit {
     build_ms: Vec<f64>,
     eval_ms: Vec<f64>,
-    ops: usize,
+    /// The part of `eval_ms` spent in `async_eval` (the host handing the step's kernels
+    /// to the device); the rest is waiting for the device.
+    submit_ms: Vec<f64>,
+    /// The step graph as MLX writes it (DOT).
+    dot: String,
 }
 
 struct Subject {
@@ -202,16 +211,20 @@ fn host_split(
         let t0 = Instant::now();
         let logits = s.model.forward(&token, &mut caches)?;
         let next = Sampler::Greedy.sample(&logits.reshape(&[1, -1])?, 0)?;
-        let t1 = Instant::now();
+        let built = Instant::now();
         if i == 0 {
-            out.ops = runtime::graph::count_ops(&[&next])?;
+            out.dot = runtime::graph::dot(&[&next])?;
         }
-        next.eval()?;
+        let t1 = Instant::now();
+        runtime::mlx_rs::transforms::async_eval([&next])?;
         let t2 = Instant::now();
+        next.eval()?;
+        let t3 = Instant::now();
         // The first two steps trace compiled segments; they are not timed.
         if i >= 2 {
-            out.build_ms.push((t1 - t0).as_secs_f64() * 1e3);
-            out.eval_ms.push((t2 - t1).as_secs_f64() * 1e3);
+            out.build_ms.push((built - t0).as_secs_f64() * 1e3);
+            out.submit_ms.push((t2 - t1).as_secs_f64() * 1e3);
+            out.eval_ms.push((t3 - t1).as_secs_f64() * 1e3);
         }
         token = next.reshape(&[1, 1])?;
     }
@@ -253,6 +266,11 @@ fn run_mlx_lm(python: &str, a: &Args) -> Result<Value> {
             "--reps",
             &a.reps.to_string(),
         ])
+        .args(
+            a.graphs
+                .iter()
+                .flat_map(|d| ["--dot".into(), d.join("mlx-lm.dot").display().to_string()]),
+        )
         .output()
         .with_context(|| format!("running {python}"));
     let _ = std::fs::remove_file(&script);
@@ -310,6 +328,13 @@ pub fn main(a: Args) -> Result<()> {
     for s in subjects.iter_mut() {
         s.host = host_split(s, &loaded, &prompt, &layout, a.host_steps)?;
     }
+    if let Some(dir) = &a.graphs {
+        std::fs::create_dir_all(dir).with_context(|| format!("creating {}", dir.display()))?;
+        for s in &subjects {
+            let path = dir.join(format!("{}.dot", s.name));
+            runtime::synth::write_atomic(&path, s.host.dot.as_bytes())?;
+        }
+    }
     step::set_compiled_decode(None);
     let mlx_lm = match mlx_lm_python(a.mlx_lm.as_deref()) {
         Some(python) => match run_mlx_lm(&python, &a) {
@@ -366,7 +391,9 @@ fn report(
                 "fast_path_calls_per_rep": s.reps.first().map(|r| r.fast_path),
                 "host_build_ms_per_step": stat(&s.host.build_ms),
                 "eval_ms_per_step": stat(&s.host.eval_ms),
-                "ops_per_step": s.host.ops,
+                "submit_ms_per_step": stat(&s.host.submit_ms),
+                "ops_per_step": runtime::graph::primitives(&s.host.dot).count(),
+                "ops_by_primitive": runtime::graph::histogram(&s.host.dot),
             }),
         );
     }
@@ -395,6 +422,13 @@ fn report(
             "ttft_s": stat(&f("ttft_s")),
             "decode_tok_s": stat(&f("decode_tok_s")),
             "peak_memory_bytes": reps.iter().filter_map(|r| r["peak_memory"].as_u64()).max(),
+            "ops_per_step": v["ops_by_primitive"]
+                .as_object()
+                .map(|h| h.values().filter_map(Value::as_u64).sum::<u64>()),
+            "ops_by_primitive": v["ops_by_primitive"].clone(),
+            "host_build_ms_per_step": {"median": v["host_build_ms_per_step"].clone()},
+            "submit_ms_per_step": {"median": v["submit_ms_per_step"].clone()},
+            "eval_ms_per_step": {"median": v["eval_ms_per_step"].clone()},
             "device": v["device"].clone(),
             "caches": match m.family() {
                 runtime::plan::Family::Gemma4 => "float (mlx-lm cannot quantize Gemma 4's rotating caches)",
@@ -433,12 +467,13 @@ fn print_table(r: &Value) {
         r["kv_layout"].as_str().unwrap_or("")
     );
     println!(
-        "{:<17} {:>10} {:>9} {:>22} {:>10} {:>10} {:>7} {:>9}",
+        "{:<17} {:>10} {:>9} {:>22} {:>10} {:>10} {:>10} {:>7} {:>9}",
         "implementation",
         "prefill/s",
         "ttft ms",
         "decode tok/s med[min-max]",
         "host ms",
+        "submit ms",
         "eval ms",
         "ops",
         "peak MB"
@@ -448,7 +483,7 @@ fn print_table(r: &Value) {
         let mn = v["decode_tok_s"]["min"].as_f64().unwrap_or(f64::NAN);
         let mx = v["decode_tok_s"]["max"].as_f64().unwrap_or(f64::NAN);
         println!(
-            "{:<17} {:>10.1} {:>9.1} {:>8.1} [{:>5.1}-{:>5.1}] {:>10} {:>10} {:>7} {:>9.0}",
+            "{:<17} {:>10.1} {:>9.1} {:>8.1} [{:>5.1}-{:>5.1}] {:>10} {:>10} {:>10} {:>7} {:>9.0}",
             name,
             med("prefill_tok_s"),
             med("ttft_s") * 1e3,
@@ -456,6 +491,9 @@ fn print_table(r: &Value) {
             mn,
             mx,
             v["host_build_ms_per_step"]["median"]
+                .as_f64()
+                .map_or("-".into(), |x| format!("{x:.2}")),
+            v["submit_ms_per_step"]["median"]
                 .as_f64()
                 .map_or("-".into(), |x| format!("{x:.2}")),
             v["eval_ms_per_step"]["median"]

@@ -223,8 +223,10 @@ pub fn generate(
         } else {
             None
         };
+        // Read `next` itself, not a slice of it: a new op would be queued behind the step
+        // just sent ahead, and on a GPU stream (in order) waiting on it would wait for
+        // that whole step too, which undoes the pipelining.
         let token = next
-            .try_index(0)?
             .try_item_exact::<u32>()
             .map_err(|e| Error::Request(format!("reading the sampled token: {e}")))?;
         if opts.stop_tokens.contains(&token) {

@@ -43,8 +43,25 @@ pub fn dot(outputs: &[&Array]) -> Result<String> {
 
 /// The operations (primitive nodes) in the graph of `outputs`.
 pub fn count_ops(outputs: &[&Array]) -> Result<usize> {
-    Ok(dot(outputs)?
-        .lines()
+    Ok(primitives(&dot(outputs)?).count())
+}
+
+/// The primitive names of the operation nodes of a DOT graph MLX wrote, one per node.
+pub fn primitives(dot: &str) -> impl Iterator<Item = &str> {
+    dot.lines()
         .filter(|l| l.contains("shape=rectangle"))
-        .count())
+        .map(|l| {
+            l.split_once("label =\"")
+                .and_then(|(_, rest)| rest.split_once('"'))
+                .map_or("?", |(name, _)| name)
+        })
+}
+
+/// How many operation nodes of each primitive a DOT graph holds.
+pub fn histogram(dot: &str) -> std::collections::BTreeMap<String, usize> {
+    let mut h = std::collections::BTreeMap::new();
+    for name in primitives(dot) {
+        *h.entry(name.to_owned()).or_insert(0) += 1;
+    }
+    h
 }

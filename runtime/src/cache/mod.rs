@@ -244,10 +244,53 @@ fn rows(x: &Array, start: i32, stop: i32) -> Result<Array> {
     Ok(x.try_index((Ellipsis, start..stop, ..))?)
 }
 
-/// `x[..., start:stop, :] = value` (slice update).
+/// `x[..., start:stop, :] = value` (slice update), `value` shaped as the rows it replaces.
+///
+/// One `SliceUpdate` and nothing else: mlx-rs's indexed assignment reshapes the value
+/// twice on the way (leading singletons off, then back on), two graph nodes per write
+/// that a decode step pays for on every cache array of every layer.
 fn write_rows(x: &mut Array, start: i32, stop: i32, value: &Array) -> Result<()> {
-    use mlx_rs::ops::indexing::{Ellipsis, TryIndexMutOp};
-    x.try_index_mut((Ellipsis, start..stop, ..), value)?;
+    let ndim = x.ndim();
+    if ndim < 2 || value.ndim() != ndim {
+        return Err(Error::Request(format!(
+            "cache write: value of shape {:?} for rows of an array of shape {:?}",
+            value.shape(),
+            x.shape()
+        )));
+    }
+    let mut starts = vec![0i32; ndim];
+    let mut stops = x.shape().to_vec();
+    starts[ndim - 2] = start;
+    stops[ndim - 2] = stop;
+    let strides = vec![1i32; ndim];
+    let stream = mlx_rs::StreamOrDevice::default();
+    // SAFETY: mlx-c call on live arrays; the vectors outlive it, and the result array is
+    // owned by the `Array` made from it (or freed on failure).
+    let updated = unsafe {
+        let mut res = mlx_sys::mlx_array_new();
+        let status = mlx_sys::mlx_slice_update(
+            &mut res,
+            x.as_ptr(),
+            value.as_ptr(),
+            starts.as_ptr(),
+            ndim,
+            stops.as_ptr(),
+            ndim,
+            strides.as_ptr(),
+            ndim,
+            stream.as_ref().as_ptr(),
+        );
+        if status != 0 {
+            mlx_sys::mlx_array_free(res);
+            return Err(Error::Request(format!(
+                "cache write: rows {start}..{stop} of shape {:?} from a value of shape {:?}",
+                x.shape(),
+                value.shape()
+            )));
+        }
+        Array::from_ptr(res)
+    };
+    *x = updated;
     Ok(())
 }
 
