@@ -169,6 +169,7 @@ fn imports(plan: &ModelPlan, variants: &[Variant]) -> TokenStream {
         block_items.push(quote!(SharedKv));
     }
     let code = crate::family::of(plan.family);
+    block_items.extend(code.block_imports());
     let module = code.module();
     let ty = code.model_type();
     let blocks = if block_items.len() == 1 {

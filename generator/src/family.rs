@@ -21,6 +21,11 @@ pub trait FamilyCode {
     /// `Constructor` and `ModelRef` (`Gemma4`).
     fn model_type(&self) -> Ident;
 
+    /// Items of the family's `blocks` module the stages name besides the module itself.
+    fn block_imports(&self) -> Vec<TokenStream> {
+        Vec::new()
+    }
+
     /// The `use` item of the attention functions `variants` call.
     fn attention_imports(&self, variants: &[Variant]) -> TokenStream;
 
@@ -69,6 +74,10 @@ impl FamilyCode for Gemma4Code {
         format_ident!("Gemma4")
     }
 
+    fn block_imports(&self) -> Vec<TokenStream> {
+        vec![quote!(Projections)]
+    }
+
     fn attention_imports(&self, variants: &[Variant]) -> TokenStream {
         let mut nn = vec![];
         if variants.iter().any(|v| v.quant().is_none()) {
@@ -98,8 +107,14 @@ impl FamilyCode for Gemma4Code {
                 quote! {
                     let head_dim = #head_dim as i32;
                     let x = blocks::input_norm(m, w, &h)?;
-                    let q = blocks::queries(m, &w.attn, &x, head_dim)?;
-                    let (k, v) = blocks::keys_values(m, &w.attn, &x, head_dim, #k_eq_v)?;
+                    let (q, k, v) = blocks::queries_keys_values(
+                        m,
+                        &w.attn,
+                        &x,
+                        head_dim,
+                        #k_eq_v,
+                        Projections::Fused,
+                    )?;
                     Ok(vec![q, k, v])
                 }
             }
@@ -114,9 +129,15 @@ impl FamilyCode for Gemma4Code {
     fn post_stage(&self, v: &Variant) -> Vec<TokenStream> {
         let mut after = vec![quote!(blocks::attention_out(m, w, &h, &o))];
         after.push(if v.moe {
-            quote!(blocks::moe_ffn(m, w, blocks::moe_weights(w, i)?, &h))
+            quote!(blocks::moe_ffn(
+                m,
+                w,
+                blocks::moe_weights(w, i)?,
+                &h,
+                Projections::Fused
+            ))
         } else {
-            quote!(blocks::dense_ffn(m, w, &h))
+            quote!(blocks::dense_ffn(m, w, &h, Projections::Fused))
         });
         if v.per_layer_input {
             after.push(quote!(blocks::per_layer_gate(

@@ -194,7 +194,12 @@ fn gemma4_26b_a4b_has_30_moe_donors_with_keqv_on_full_layers() {
     assert!(full > 0);
     let pre = function(&m, "donor_full_q4g64_keqv_moe_scalar_pre").expect("the K=V MoE variant");
     let body = text(&pre.block);
-    assert!(body.contains("keys_values (m , & w . attn , & x , head_dim , true)"));
+    assert!(
+        body.contains(
+            "queries_keys_values (m , & w . attn , & x , head_dim , true , Projections :: Fused ,)"
+        ),
+        "{body}"
+    );
     assert!(body.contains("m . config . global_head_dim"));
     let post = function(&m, "donor_full_q4g64_keqv_moe_scalar_post").expect("its post stage");
     assert!(text(&post.block).contains("blocks :: moe_ffn"));

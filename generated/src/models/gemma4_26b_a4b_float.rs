@@ -18,7 +18,7 @@ use runtime::fingerprint::Fingerprint;
 use runtime::guard;
 use runtime::mlx_rs::Array;
 use runtime::model::{LanguageModel, ModelRef};
-use runtime::model::gemma4::blocks;
+use runtime::model::gemma4::blocks::{self, Projections};
 use runtime::config::LayerType;
 use runtime::model::gemma4::step::{self, DecodeSegments, LayerStages, Stage, Step};
 use runtime::model::gemma4::{Gemma4, monolith};
@@ -75,8 +75,14 @@ fn donor_sliding_plain_moe_scalar_pre(
     let w = &m.weights.layers[i];
     let head_dim = m.config.head_dim as i32;
     let x = blocks::input_norm(m, w, &h)?;
-    let q = blocks::queries(m, &w.attn, &x, head_dim)?;
-    let (k, v) = blocks::keys_values(m, &w.attn, &x, head_dim, false)?;
+    let (q, k, v) = blocks::queries_keys_values(
+        m,
+        &w.attn,
+        &x,
+        head_dim,
+        false,
+        Projections::Fused,
+    )?;
     Ok(vec![q, k, v])
 }
 
@@ -89,7 +95,7 @@ fn donor_sliding_plain_moe_scalar_post(
     let [h, o] = step::args("donor_sliding_plain_moe_scalar_post", i, a)?;
     let w = &m.weights.layers[i];
     let h = blocks::attention_out(m, w, &h, &o)?;
-    let h = blocks::moe_ffn(m, w, blocks::moe_weights(w, i)?, &h)?;
+    let h = blocks::moe_ffn(m, w, blocks::moe_weights(w, i)?, &h, Projections::Fused)?;
     let h = blocks::layer_scalar(&h, blocks::scalar_weight(w, i)?)?;
     Ok(vec![h])
 }
@@ -123,8 +129,14 @@ fn donor_full_plain_keqv_moe_scalar_pre(
     let w = &m.weights.layers[i];
     let head_dim = m.config.global_head_dim as i32;
     let x = blocks::input_norm(m, w, &h)?;
-    let q = blocks::queries(m, &w.attn, &x, head_dim)?;
-    let (k, v) = blocks::keys_values(m, &w.attn, &x, head_dim, true)?;
+    let (q, k, v) = blocks::queries_keys_values(
+        m,
+        &w.attn,
+        &x,
+        head_dim,
+        true,
+        Projections::Fused,
+    )?;
     Ok(vec![q, k, v])
 }
 
@@ -137,7 +149,7 @@ fn donor_full_plain_keqv_moe_scalar_post(
     let [h, o] = step::args("donor_full_plain_keqv_moe_scalar_post", i, a)?;
     let w = &m.weights.layers[i];
     let h = blocks::attention_out(m, w, &h, &o)?;
-    let h = blocks::moe_ffn(m, w, blocks::moe_weights(w, i)?, &h)?;
+    let h = blocks::moe_ffn(m, w, blocks::moe_weights(w, i)?, &h, Projections::Fused)?;
     let h = blocks::layer_scalar(&h, blocks::scalar_weight(w, i)?)?;
     Ok(vec![h])
 }

@@ -18,7 +18,7 @@ use runtime::fingerprint::Fingerprint;
 use runtime::guard;
 use runtime::mlx_rs::Array;
 use runtime::model::{LanguageModel, ModelRef};
-use runtime::model::gemma4::blocks;
+use runtime::model::gemma4::blocks::{self, Projections};
 use runtime::config::LayerType;
 use runtime::model::gemma4::step::{self, DecodeSegments, LayerStages, Stage, Step};
 use runtime::model::gemma4::{Gemma4, monolith};
@@ -105,8 +105,14 @@ fn donor_sliding_plain_scalar_pre(
     let w = &m.weights.layers[i];
     let head_dim = m.config.head_dim as i32;
     let x = blocks::input_norm(m, w, &h)?;
-    let q = blocks::queries(m, &w.attn, &x, head_dim)?;
-    let (k, v) = blocks::keys_values(m, &w.attn, &x, head_dim, false)?;
+    let (q, k, v) = blocks::queries_keys_values(
+        m,
+        &w.attn,
+        &x,
+        head_dim,
+        false,
+        Projections::Fused,
+    )?;
     Ok(vec![q, k, v])
 }
 
@@ -120,7 +126,7 @@ fn donor_sliding_plain_scalar_post(
     let [h, o] = step::args("donor_sliding_plain_scalar_post", i, a)?;
     let w = &m.weights.layers[i];
     let h = blocks::attention_out(m, w, &h, &o)?;
-    let h = blocks::dense_ffn(m, w, &h)?;
+    let h = blocks::dense_ffn(m, w, &h, Projections::Fused)?;
     let h = blocks::layer_scalar(&h, blocks::scalar_weight(w, i)?)?;
     Ok(vec![h])
 }
@@ -155,8 +161,14 @@ fn donor_full_plain_keqv_scalar_pre(
     let w = &m.weights.layers[i];
     let head_dim = m.config.global_head_dim as i32;
     let x = blocks::input_norm(m, w, &h)?;
-    let q = blocks::queries(m, &w.attn, &x, head_dim)?;
-    let (k, v) = blocks::keys_values(m, &w.attn, &x, head_dim, true)?;
+    let (q, k, v) = blocks::queries_keys_values(
+        m,
+        &w.attn,
+        &x,
+        head_dim,
+        true,
+        Projections::Fused,
+    )?;
     Ok(vec![q, k, v])
 }
 
@@ -169,7 +181,7 @@ fn donor_full_plain_keqv_scalar_post(
     let [h, o] = step::args("donor_full_plain_keqv_scalar_post", i, a)?;
     let w = &m.weights.layers[i];
     let h = blocks::attention_out(m, w, &h, &o)?;
-    let h = blocks::dense_ffn(m, w, &h)?;
+    let h = blocks::dense_ffn(m, w, &h, Projections::Fused)?;
     let h = blocks::layer_scalar(&h, blocks::scalar_weight(w, i)?)?;
     Ok(vec![h])
 }

@@ -18,7 +18,7 @@ use runtime::fingerprint::Fingerprint;
 use runtime::guard;
 use runtime::mlx_rs::Array;
 use runtime::model::{LanguageModel, ModelRef};
-use runtime::model::gemma4::blocks::{self, SharedKv};
+use runtime::model::gemma4::blocks::{self, SharedKv, Projections};
 use runtime::config::LayerType;
 use runtime::model::gemma4::step::{self, DecodeSegments, LayerStages, Stage, Step};
 use runtime::model::gemma4::{Gemma4, monolith};
@@ -82,8 +82,14 @@ fn donor_sliding_q4g64_ple_scalar_pre(
     let w = &m.weights.layers[i];
     let head_dim = m.config.head_dim as i32;
     let x = blocks::input_norm(m, w, &h)?;
-    let q = blocks::queries(m, &w.attn, &x, head_dim)?;
-    let (k, v) = blocks::keys_values(m, &w.attn, &x, head_dim, false)?;
+    let (q, k, v) = blocks::queries_keys_values(
+        m,
+        &w.attn,
+        &x,
+        head_dim,
+        false,
+        Projections::Fused,
+    )?;
     Ok(vec![q, k, v])
 }
 
@@ -96,7 +102,7 @@ fn donor_sliding_q4g64_ple_scalar_post(
     let [h, o, pli] = step::args("donor_sliding_q4g64_ple_scalar_post", i, a)?;
     let w = &m.weights.layers[i];
     let h = blocks::attention_out(m, w, &h, &o)?;
-    let h = blocks::dense_ffn(m, w, &h)?;
+    let h = blocks::dense_ffn(m, w, &h, Projections::Fused)?;
     let h = blocks::per_layer_gate(m, blocks::ple_weights(w, i)?, &h, &pli)?;
     let h = blocks::layer_scalar(&h, blocks::scalar_weight(w, i)?)?;
     Ok(vec![h])
@@ -133,8 +139,14 @@ fn donor_sliding_q8g64_ple_scalar_pre(
     let w = &m.weights.layers[i];
     let head_dim = m.config.head_dim as i32;
     let x = blocks::input_norm(m, w, &h)?;
-    let q = blocks::queries(m, &w.attn, &x, head_dim)?;
-    let (k, v) = blocks::keys_values(m, &w.attn, &x, head_dim, false)?;
+    let (q, k, v) = blocks::queries_keys_values(
+        m,
+        &w.attn,
+        &x,
+        head_dim,
+        false,
+        Projections::Fused,
+    )?;
     Ok(vec![q, k, v])
 }
 
@@ -147,7 +159,7 @@ fn donor_sliding_q8g64_ple_scalar_post(
     let [h, o, pli] = step::args("donor_sliding_q8g64_ple_scalar_post", i, a)?;
     let w = &m.weights.layers[i];
     let h = blocks::attention_out(m, w, &h, &o)?;
-    let h = blocks::dense_ffn(m, w, &h)?;
+    let h = blocks::dense_ffn(m, w, &h, Projections::Fused)?;
     let h = blocks::per_layer_gate(m, blocks::ple_weights(w, i)?, &h, &pli)?;
     let h = blocks::layer_scalar(&h, blocks::scalar_weight(w, i)?)?;
     Ok(vec![h])
@@ -184,8 +196,14 @@ fn donor_full_q4g64_ple_scalar_pre(
     let w = &m.weights.layers[i];
     let head_dim = m.config.global_head_dim as i32;
     let x = blocks::input_norm(m, w, &h)?;
-    let q = blocks::queries(m, &w.attn, &x, head_dim)?;
-    let (k, v) = blocks::keys_values(m, &w.attn, &x, head_dim, false)?;
+    let (q, k, v) = blocks::queries_keys_values(
+        m,
+        &w.attn,
+        &x,
+        head_dim,
+        false,
+        Projections::Fused,
+    )?;
     Ok(vec![q, k, v])
 }
 
@@ -198,7 +216,7 @@ fn donor_full_q4g64_ple_scalar_post(
     let [h, o, pli] = step::args("donor_full_q4g64_ple_scalar_post", i, a)?;
     let w = &m.weights.layers[i];
     let h = blocks::attention_out(m, w, &h, &o)?;
-    let h = blocks::dense_ffn(m, w, &h)?;
+    let h = blocks::dense_ffn(m, w, &h, Projections::Fused)?;
     let h = blocks::per_layer_gate(m, blocks::ple_weights(w, i)?, &h, &pli)?;
     let h = blocks::layer_scalar(&h, blocks::scalar_weight(w, i)?)?;
     Ok(vec![h])
@@ -234,8 +252,14 @@ fn donor_full_q8g64_ple_scalar_pre(
     let w = &m.weights.layers[i];
     let head_dim = m.config.global_head_dim as i32;
     let x = blocks::input_norm(m, w, &h)?;
-    let q = blocks::queries(m, &w.attn, &x, head_dim)?;
-    let (k, v) = blocks::keys_values(m, &w.attn, &x, head_dim, false)?;
+    let (q, k, v) = blocks::queries_keys_values(
+        m,
+        &w.attn,
+        &x,
+        head_dim,
+        false,
+        Projections::Fused,
+    )?;
     Ok(vec![q, k, v])
 }
 
@@ -248,7 +272,7 @@ fn donor_full_q8g64_ple_scalar_post(
     let [h, o, pli] = step::args("donor_full_q8g64_ple_scalar_post", i, a)?;
     let w = &m.weights.layers[i];
     let h = blocks::attention_out(m, w, &h, &o)?;
-    let h = blocks::dense_ffn(m, w, &h)?;
+    let h = blocks::dense_ffn(m, w, &h, Projections::Fused)?;
     let h = blocks::per_layer_gate(m, blocks::ple_weights(w, i)?, &h, &pli)?;
     let h = blocks::layer_scalar(&h, blocks::scalar_weight(w, i)?)?;
     Ok(vec![h])
@@ -284,8 +308,14 @@ fn donor_sliding_q4g64_ple_scalar_export_pre(
     let w = &m.weights.layers[i];
     let head_dim = m.config.head_dim as i32;
     let x = blocks::input_norm(m, w, &h)?;
-    let q = blocks::queries(m, &w.attn, &x, head_dim)?;
-    let (k, v) = blocks::keys_values(m, &w.attn, &x, head_dim, false)?;
+    let (q, k, v) = blocks::queries_keys_values(
+        m,
+        &w.attn,
+        &x,
+        head_dim,
+        false,
+        Projections::Fused,
+    )?;
     Ok(vec![q, k, v])
 }
 
@@ -298,7 +328,7 @@ fn donor_sliding_q4g64_ple_scalar_export_post(
     let [h, o, pli] = step::args("donor_sliding_q4g64_ple_scalar_export_post", i, a)?;
     let w = &m.weights.layers[i];
     let h = blocks::attention_out(m, w, &h, &o)?;
-    let h = blocks::dense_ffn(m, w, &h)?;
+    let h = blocks::dense_ffn(m, w, &h, Projections::Fused)?;
     let h = blocks::per_layer_gate(m, blocks::ple_weights(w, i)?, &h, &pli)?;
     let h = blocks::layer_scalar(&h, blocks::scalar_weight(w, i)?)?;
     Ok(vec![h])
@@ -349,8 +379,14 @@ fn donor_full_q4g64_ple_scalar_export_pre(
     let w = &m.weights.layers[i];
     let head_dim = m.config.global_head_dim as i32;
     let x = blocks::input_norm(m, w, &h)?;
-    let q = blocks::queries(m, &w.attn, &x, head_dim)?;
-    let (k, v) = blocks::keys_values(m, &w.attn, &x, head_dim, false)?;
+    let (q, k, v) = blocks::queries_keys_values(
+        m,
+        &w.attn,
+        &x,
+        head_dim,
+        false,
+        Projections::Fused,
+    )?;
     Ok(vec![q, k, v])
 }
 
@@ -363,7 +399,7 @@ fn donor_full_q4g64_ple_scalar_export_post(
     let [h, o, pli] = step::args("donor_full_q4g64_ple_scalar_export_post", i, a)?;
     let w = &m.weights.layers[i];
     let h = blocks::attention_out(m, w, &h, &o)?;
-    let h = blocks::dense_ffn(m, w, &h)?;
+    let h = blocks::dense_ffn(m, w, &h, Projections::Fused)?;
     let h = blocks::per_layer_gate(m, blocks::ple_weights(w, i)?, &h, &pli)?;
     let h = blocks::layer_scalar(&h, blocks::scalar_weight(w, i)?)?;
     Ok(vec![h])
@@ -420,7 +456,7 @@ fn sharer_sliding_q4g64_ple_scalar_post(
     let [h, o, pli] = step::args("sharer_sliding_q4g64_ple_scalar_post", i, a)?;
     let w = &m.weights.layers[i];
     let h = blocks::attention_out(m, w, &h, &o)?;
-    let h = blocks::dense_ffn(m, w, &h)?;
+    let h = blocks::dense_ffn(m, w, &h, Projections::Fused)?;
     let h = blocks::per_layer_gate(m, blocks::ple_weights(w, i)?, &h, &pli)?;
     let h = blocks::layer_scalar(&h, blocks::scalar_weight(w, i)?)?;
     Ok(vec![h])
@@ -469,7 +505,7 @@ fn sharer_full_q4g64_ple_scalar_post(
     let [h, o, pli] = step::args("sharer_full_q4g64_ple_scalar_post", i, a)?;
     let w = &m.weights.layers[i];
     let h = blocks::attention_out(m, w, &h, &o)?;
-    let h = blocks::dense_ffn(m, w, &h)?;
+    let h = blocks::dense_ffn(m, w, &h, Projections::Fused)?;
     let h = blocks::per_layer_gate(m, blocks::ple_weights(w, i)?, &h, &pli)?;
     let h = blocks::layer_scalar(&h, blocks::scalar_weight(w, i)?)?;
     Ok(vec![h])

@@ -18,7 +18,7 @@ use runtime::fingerprint::Fingerprint;
 use runtime::guard;
 use runtime::mlx_rs::Array;
 use runtime::model::{LanguageModel, ModelRef};
-use runtime::model::gemma4::blocks::{self, SharedKv};
+use runtime::model::gemma4::blocks::{self, SharedKv, Projections};
 use runtime::config::LayerType;
 use runtime::model::gemma4::step::{self, DecodeSegments, LayerStages, Stage, Step};
 use runtime::model::gemma4::{Gemma4, monolith};
@@ -68,8 +68,14 @@ fn donor_sliding_plain_ple_scalar_pre(
     let w = &m.weights.layers[i];
     let head_dim = m.config.head_dim as i32;
     let x = blocks::input_norm(m, w, &h)?;
-    let q = blocks::queries(m, &w.attn, &x, head_dim)?;
-    let (k, v) = blocks::keys_values(m, &w.attn, &x, head_dim, false)?;
+    let (q, k, v) = blocks::queries_keys_values(
+        m,
+        &w.attn,
+        &x,
+        head_dim,
+        false,
+        Projections::Fused,
+    )?;
     Ok(vec![q, k, v])
 }
 
@@ -82,7 +88,7 @@ fn donor_sliding_plain_ple_scalar_post(
     let [h, o, pli] = step::args("donor_sliding_plain_ple_scalar_post", i, a)?;
     let w = &m.weights.layers[i];
     let h = blocks::attention_out(m, w, &h, &o)?;
-    let h = blocks::dense_ffn(m, w, &h)?;
+    let h = blocks::dense_ffn(m, w, &h, Projections::Fused)?;
     let h = blocks::per_layer_gate(m, blocks::ple_weights(w, i)?, &h, &pli)?;
     let h = blocks::layer_scalar(&h, blocks::scalar_weight(w, i)?)?;
     Ok(vec![h])
@@ -119,8 +125,14 @@ fn donor_full_plain_ple_scalar_pre(
     let w = &m.weights.layers[i];
     let head_dim = m.config.global_head_dim as i32;
     let x = blocks::input_norm(m, w, &h)?;
-    let q = blocks::queries(m, &w.attn, &x, head_dim)?;
-    let (k, v) = blocks::keys_values(m, &w.attn, &x, head_dim, false)?;
+    let (q, k, v) = blocks::queries_keys_values(
+        m,
+        &w.attn,
+        &x,
+        head_dim,
+        false,
+        Projections::Fused,
+    )?;
     Ok(vec![q, k, v])
 }
 
@@ -133,7 +145,7 @@ fn donor_full_plain_ple_scalar_post(
     let [h, o, pli] = step::args("donor_full_plain_ple_scalar_post", i, a)?;
     let w = &m.weights.layers[i];
     let h = blocks::attention_out(m, w, &h, &o)?;
-    let h = blocks::dense_ffn(m, w, &h)?;
+    let h = blocks::dense_ffn(m, w, &h, Projections::Fused)?;
     let h = blocks::per_layer_gate(m, blocks::ple_weights(w, i)?, &h, &pli)?;
     let h = blocks::layer_scalar(&h, blocks::scalar_weight(w, i)?)?;
     Ok(vec![h])
@@ -169,8 +181,14 @@ fn donor_sliding_plain_ple_scalar_export_pre(
     let w = &m.weights.layers[i];
     let head_dim = m.config.head_dim as i32;
     let x = blocks::input_norm(m, w, &h)?;
-    let q = blocks::queries(m, &w.attn, &x, head_dim)?;
-    let (k, v) = blocks::keys_values(m, &w.attn, &x, head_dim, false)?;
+    let (q, k, v) = blocks::queries_keys_values(
+        m,
+        &w.attn,
+        &x,
+        head_dim,
+        false,
+        Projections::Fused,
+    )?;
     Ok(vec![q, k, v])
 }
 
@@ -183,7 +201,7 @@ fn donor_sliding_plain_ple_scalar_export_post(
     let [h, o, pli] = step::args("donor_sliding_plain_ple_scalar_export_post", i, a)?;
     let w = &m.weights.layers[i];
     let h = blocks::attention_out(m, w, &h, &o)?;
-    let h = blocks::dense_ffn(m, w, &h)?;
+    let h = blocks::dense_ffn(m, w, &h, Projections::Fused)?;
     let h = blocks::per_layer_gate(m, blocks::ple_weights(w, i)?, &h, &pli)?;
     let h = blocks::layer_scalar(&h, blocks::scalar_weight(w, i)?)?;
     Ok(vec![h])
@@ -230,8 +248,14 @@ fn donor_full_plain_ple_scalar_export_pre(
     let w = &m.weights.layers[i];
     let head_dim = m.config.global_head_dim as i32;
     let x = blocks::input_norm(m, w, &h)?;
-    let q = blocks::queries(m, &w.attn, &x, head_dim)?;
-    let (k, v) = blocks::keys_values(m, &w.attn, &x, head_dim, false)?;
+    let (q, k, v) = blocks::queries_keys_values(
+        m,
+        &w.attn,
+        &x,
+        head_dim,
+        false,
+        Projections::Fused,
+    )?;
     Ok(vec![q, k, v])
 }
 
@@ -244,7 +268,7 @@ fn donor_full_plain_ple_scalar_export_post(
     let [h, o, pli] = step::args("donor_full_plain_ple_scalar_export_post", i, a)?;
     let w = &m.weights.layers[i];
     let h = blocks::attention_out(m, w, &h, &o)?;
-    let h = blocks::dense_ffn(m, w, &h)?;
+    let h = blocks::dense_ffn(m, w, &h, Projections::Fused)?;
     let h = blocks::per_layer_gate(m, blocks::ple_weights(w, i)?, &h, &pli)?;
     let h = blocks::layer_scalar(&h, blocks::scalar_weight(w, i)?)?;
     Ok(vec![h])
@@ -297,7 +321,7 @@ fn sharer_sliding_plain_ple_scalar_post(
     let [h, o, pli] = step::args("sharer_sliding_plain_ple_scalar_post", i, a)?;
     let w = &m.weights.layers[i];
     let h = blocks::attention_out(m, w, &h, &o)?;
-    let h = blocks::dense_ffn(m, w, &h)?;
+    let h = blocks::dense_ffn(m, w, &h, Projections::Fused)?;
     let h = blocks::per_layer_gate(m, blocks::ple_weights(w, i)?, &h, &pli)?;
     let h = blocks::layer_scalar(&h, blocks::scalar_weight(w, i)?)?;
     Ok(vec![h])
@@ -346,7 +370,7 @@ fn sharer_full_plain_ple_scalar_post(
     let [h, o, pli] = step::args("sharer_full_plain_ple_scalar_post", i, a)?;
     let w = &m.weights.layers[i];
     let h = blocks::attention_out(m, w, &h, &o)?;
-    let h = blocks::dense_ffn(m, w, &h)?;
+    let h = blocks::dense_ffn(m, w, &h, Projections::Fused)?;
     let h = blocks::per_layer_gate(m, blocks::ple_weights(w, i)?, &h, &pli)?;
     let h = blocks::layer_scalar(&h, blocks::scalar_weight(w, i)?)?;
     Ok(vec![h])

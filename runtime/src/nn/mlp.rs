@@ -4,6 +4,7 @@ use mlx_rs::Array;
 
 use crate::error::Result;
 use crate::nn::activation::geglu;
+use crate::nn::fused::{FusedProjection, Projections};
 use crate::nn::linear::Linear;
 
 /// The dense GeGLU MLP.
@@ -15,6 +16,9 @@ pub struct Mlp {
     pub up: Linear,
     /// down_proj.
     pub down: Linear,
+    /// gate_proj and up_proj as one matmul (quantized weights; `gate` and `up` are then
+    /// views of it).
+    pub gate_up: Option<FusedProjection>,
 }
 
 impl Mlp {
@@ -23,5 +27,34 @@ impl Mlp {
         let g = self.gate.forward(x)?;
         let u = self.up.forward(x)?;
         self.down.forward(&geglu(&g, &u)?)
+    }
+
+    /// [`Mlp::forward`], with gate and up from the fused matmul where `projections`
+    /// picks it.
+    pub fn forward_with(&self, x: &Array, projections: Projections) -> Result<Array> {
+        match projections.pick(self.gate_up.as_ref(), x) {
+            None => self.forward(x),
+            Some(f) => {
+                let [g, u]: [Array; 2] = f.forward(x)?.try_into().map_err(|_| {
+                    crate::error::Error::Unsupported(
+                        "a fused gate/up of other than two parts".into(),
+                    )
+                })?;
+                self.down.forward(&geglu(&g, &u)?)
+            }
+        }
+    }
+
+    /// Fuses gate and up (see [`FusedProjection::fuse`]); a no-op for float weights.
+    pub fn fuse(&mut self) -> Result<()> {
+        if let Some((fused, views)) = FusedProjection::fuse(&[&self.gate, &self.up])? {
+            let [gate, up]: [Linear; 2] = views.try_into().map_err(|_| {
+                crate::error::Error::Unsupported("fusing gate/up gave other than two views".into())
+            })?;
+            self.gate = gate;
+            self.up = up;
+            self.gate_up = Some(fused);
+        }
+        Ok(())
     }
 }

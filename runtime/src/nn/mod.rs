@@ -6,6 +6,7 @@ pub mod activation;
 pub mod attention;
 pub mod compiled;
 pub mod embedding;
+pub mod fused;
 pub mod linear;
 pub mod mask;
 pub mod mlp;

@@ -11,6 +11,7 @@ use crate::cache::{AnyCache, Kv};
 use crate::config::LayerType;
 use crate::error::{Error, Result};
 use crate::nn::activation::{gelu_approx, logit_softcap};
+pub use crate::nn::fused::Projections;
 use crate::nn::mask::AttnMask;
 use crate::nn::{Rope, rms_norm, scalar, sdpa, sdpa_quantized};
 
@@ -122,11 +123,44 @@ pub fn input_norm(m: &Gemma4, w: &LayerWeights, h: &Array) -> Result<Array> {
 
 /// Queries `[B, nh, L, D]` before RoPE: `q_proj`, reshape, `q_norm`, transpose.
 pub fn queries(m: &Gemma4, w: &AttnWeights, x: &Array, head_dim: i32) -> Result<Array> {
-    let (b, l) = (x.dim(0), x.dim(1));
+    finish_queries(m, w, &w.q_proj.forward(x)?, head_dim)
+}
+
+/// The queries from the `q_proj` product `[B, L, nh·D]`.
+fn finish_queries(m: &Gemma4, w: &AttnWeights, q: &Array, head_dim: i32) -> Result<Array> {
+    let (b, l) = (q.dim(0), q.dim(1));
     let heads = m.config.num_attention_heads as i32;
-    let q = w.q_proj.forward(x)?.reshape(&[b, l, heads, head_dim])?;
+    let q = q.reshape(&[b, l, heads, head_dim])?;
     let q = rms_norm(&q, Some(&w.q_norm), m.eps)?;
     Ok(q.transpose_axes(&[0, 2, 1, 3])?)
+}
+
+/// A donor's queries, keys and values, as [`queries`] and [`keys_values`] give them; with
+/// [`Projections::Fused`] on a single-token step, from the layer's one fused matmul.
+pub fn queries_keys_values(
+    m: &Gemma4,
+    w: &AttnWeights,
+    x: &Array,
+    head_dim: i32,
+    k_eq_v: bool,
+    projections: Projections,
+) -> Result<(Array, Array, Array)> {
+    let Some(fused) = projections.pick(w.qkv.as_ref(), x) else {
+        let q = queries(m, w, x, head_dim)?;
+        let (k, v) = keys_values(m, w, x, head_dim, k_eq_v)?;
+        return Ok((q, k, v));
+    };
+    let mut parts = fused.forward(x)?.into_iter();
+    let mut next = || {
+        parts
+            .next()
+            .ok_or_else(|| Error::Unsupported("a fused q/k/v with too few parts".into()))
+    };
+    let q = finish_queries(m, w, &next()?, head_dim)?;
+    let k_raw = next()?;
+    let v_raw = if k_eq_v { None } else { Some(next()?) };
+    let (k, v) = finish_keys_values(m, w, &k_raw, v_raw.as_ref(), head_dim)?;
+    Ok((q, k, v))
 }
 
 /// A donor's keys (normed, `[B, nKv, L, D]`, before RoPE) and values (weightless
@@ -138,18 +172,37 @@ pub fn keys_values(
     head_dim: i32,
     k_eq_v: bool,
 ) -> Result<(Array, Array)> {
-    let (b, l) = (x.dim(0), x.dim(1));
     let missing = |what: &str| Error::Unsupported(format!("a donor layer without {what}"));
     let k_proj = w.k_proj.as_ref().ok_or_else(|| missing("k_proj"))?;
-    let k_norm = w.k_norm.as_ref().ok_or_else(|| missing("k_norm"))?;
     let k_raw = k_proj.forward(x)?;
-    let kv_heads = k_raw.dim(-1) / head_dim;
-    let k_raw = k_raw.reshape(&[b, l, kv_heads, head_dim])?;
     let v_raw = if k_eq_v {
-        k_raw.clone()
+        None
     } else {
         let v_proj = w.v_proj.as_ref().ok_or_else(|| missing("v_proj"))?;
-        v_proj.forward(x)?.reshape(&[b, l, kv_heads, head_dim])?
+        Some(v_proj.forward(x)?)
+    };
+    finish_keys_values(m, w, &k_raw, v_raw.as_ref(), head_dim)
+}
+
+/// Keys and values from the `k_proj` and `v_proj` products `[B, L, nKv·D]` (no `v_proj`
+/// under K=V: the values are the raw keys).
+fn finish_keys_values(
+    m: &Gemma4,
+    w: &AttnWeights,
+    k_raw: &Array,
+    v_raw: Option<&Array>,
+    head_dim: i32,
+) -> Result<(Array, Array)> {
+    let (b, l) = (k_raw.dim(0), k_raw.dim(1));
+    let k_norm = w
+        .k_norm
+        .as_ref()
+        .ok_or_else(|| Error::Unsupported("a donor layer without k_norm".into()))?;
+    let kv_heads = k_raw.dim(-1) / head_dim;
+    let k_raw = k_raw.reshape(&[b, l, kv_heads, head_dim])?;
+    let v_raw = match v_raw {
+        None => k_raw.clone(),
+        Some(v) => v.reshape(&[b, l, kv_heads, head_dim])?,
     };
     let k = rms_norm(&k_raw, Some(k_norm), m.eps)?.transpose_axes(&[0, 2, 1, 3])?;
     let v = rms_norm(&v_raw, None, m.eps)?.transpose_axes(&[0, 2, 1, 3])?;
@@ -179,19 +232,32 @@ pub fn attention_out(m: &Gemma4, w: &LayerWeights, h: &Array, o: &Array) -> Resu
     Ok(mlx_rs::ops::add(h, &a)?)
 }
 
-/// The dense feed-forward block with its norms and residual.
-pub fn dense_ffn(m: &Gemma4, w: &LayerWeights, h: &Array) -> Result<Array> {
+/// The dense feed-forward block with its norms and residual; with
+/// [`Projections::Fused`], gate and up from one matmul where the layer has it.
+pub fn dense_ffn(
+    m: &Gemma4,
+    w: &LayerWeights,
+    h: &Array,
+    projections: Projections,
+) -> Result<Array> {
     let f = rms_norm(h, Some(&w.pre_ffn_norm), m.eps)?;
-    let f = w.mlp.forward(&f)?;
+    let f = w.mlp.forward_with(&f, projections)?;
     let f = rms_norm(&f, Some(&w.post_ffn_norm), m.eps)?;
     Ok(mlx_rs::ops::add(h, &f)?)
 }
 
 /// The MoE feed-forward block: the dense MLP and the experts in parallel from the same
-/// `h`, the router reading the raw `h`, each branch normed, summed, normed, added.
-pub fn moe_ffn(m: &Gemma4, w: &LayerWeights, moe: &MoeWeights, h: &Array) -> Result<Array> {
+/// `h`, the router reading the raw `h`, each branch normed, summed, normed, added
+/// (`projections` as in [`dense_ffn`], for the dense MLP).
+pub fn moe_ffn(
+    m: &Gemma4,
+    w: &LayerWeights,
+    moe: &MoeWeights,
+    h: &Array,
+    projections: Projections,
+) -> Result<Array> {
     let f1 = rms_norm(h, Some(&w.pre_ffn_norm), m.eps)?;
-    let f1 = w.mlp.forward(&f1)?;
+    let f1 = w.mlp.forward_with(&f1, projections)?;
     let f1 = rms_norm(&f1, Some(&moe.post_ffn_norm_1), m.eps)?;
     let (idx, weights) = moe.moe.route(h, m.eps)?;
     let f2 = rms_norm(h, Some(&moe.pre_ffn_norm_2), m.eps)?;

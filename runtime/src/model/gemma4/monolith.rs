@@ -9,7 +9,7 @@ use std::rc::Rc;
 use mlx_rs::Array;
 
 use super::Gemma4;
-use super::blocks::{self, SharedKv};
+use super::blocks::{self, Projections, SharedKv};
 use crate::cache::AnyCache;
 use crate::error::{Error, Result};
 use crate::model::{LanguageModel, ModelRef};
@@ -49,9 +49,9 @@ pub fn forward(m: &Gemma4, tokens: &Array, caches: &mut [AnyCache]) -> Result<Ar
         crate::model::barrier::attention_done(&o)?;
         h = blocks::attention_out(m, w, &h, &o)?;
         h = if layer.flags.moe {
-            blocks::moe_ffn(m, w, blocks::moe_weights(w, i)?, &h)?
+            blocks::moe_ffn(m, w, blocks::moe_weights(w, i)?, &h, Projections::Separate)?
         } else {
-            blocks::dense_ffn(m, w, &h)?
+            blocks::dense_ffn(m, w, &h, Projections::Separate)?
         };
         if layer.flags.per_layer_input {
             let pli = blocks::per_layer_input(&inputs, i as i32)?;

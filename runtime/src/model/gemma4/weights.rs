@@ -6,6 +6,7 @@ use mlx_rs::{Array, Dtype};
 
 use crate::config::Gemma4Config;
 use crate::error::{Error, Result};
+use crate::nn::fused::FusedProjection;
 use crate::nn::linear::QuantizedWeight;
 use crate::nn::mlp::Mlp;
 use crate::nn::moe::{Moe, SwitchLinear};
@@ -29,6 +30,9 @@ pub struct AttnWeights {
     pub q_norm: Array,
     /// k_norm weight `[D]` (donors only).
     pub k_norm: Option<Array>,
+    /// q_proj, k_proj and v_proj (k_proj alone under K=V) as one matmul: donors with
+    /// quantized weights, whose three projections are then views of it.
+    pub qkv: Option<FusedProjection>,
 }
 
 /// The per-layer-input block of one layer (E2B/E4B).
@@ -127,7 +131,7 @@ impl Gemma4Weights {
         let layout = check(config, &mut expect)?;
         let names = expect.finish();
         let mut loaded = Loaded::new(catalog.load(&names, on_file)?);
-        let weights = build(config, &layout, &mut loaded)?;
+        let mut weights = build(config, &layout, &mut loaded)?;
         mlx_rs::transforms::eval(weights.arrays()).map_err(|e| {
             Error::weights(
                 catalog.dir.display().to_string(),
@@ -135,7 +139,33 @@ impl Gemma4Weights {
                 format!("reading the tensors failed: {e}"),
             )
         })?;
+        weights.fuse_projections()?;
         Ok(weights)
+    }
+
+    /// Fuses each layer's q/k/v and gate/up projections where their weights allow (see
+    /// [`FusedProjection`]), one layer at a time so that at most one layer's projections
+    /// exist twice while it runs. The separate projections become views of the fused
+    /// weights: the monolith computes as before, the generated code may take one matmul.
+    fn fuse_projections(&mut self) -> Result<()> {
+        for l in &mut self.layers {
+            let a = &mut l.attn;
+            if let Some(k) = &a.k_proj {
+                let mut parts = vec![&a.q_proj, k];
+                parts.extend(a.v_proj.as_ref());
+                if let Some((fused, views)) = FusedProjection::fuse(&parts)? {
+                    let mut views = views.into_iter();
+                    a.q_proj = views.next().unwrap_or_else(|| a.q_proj.clone());
+                    a.k_proj = views.next().or_else(|| a.k_proj.clone());
+                    if a.v_proj.is_some() {
+                        a.v_proj = views.next().or_else(|| a.v_proj.clone());
+                    }
+                    a.qkv = Some(fused);
+                }
+            }
+            l.mlp.fuse()?;
+        }
+        Ok(())
     }
 
     /// Every weight array.
@@ -479,11 +509,13 @@ fn build(c: &Gemma4Config, layout: &Layout, t: &mut Loaded) -> Result<Gemma4Weig
             } else {
                 None
             },
+            qkv: None,
         };
         let mlp = Mlp {
             gate: linear(t, format!("{pre}.mlp.gate_proj"))?,
             up: linear(t, format!("{pre}.mlp.up_proj"))?,
             down: linear(t, format!("{pre}.mlp.down_proj"))?,
+            gate_up: None,
         };
         let moe = match c.moe {
             None => None,

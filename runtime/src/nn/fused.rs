@@ -1,0 +1,127 @@
+//! Projections of one input as one quantized matmul: the packed weights of several
+//! linears concatenated along their output axis, the product split back.
+//!
+//! Every output element is the same dot product over the same input row as in its own
+//! matmul, so the bytes are the same as separate projections (`scripts/fusion-probe.py`
+//! checks the kernels on a backend; the parity gate checks whole models). What changes
+//! is how many kernels a decode step launches: one for q/k/v instead of three, one for
+//! gate/up instead of two.
+
+use mlx_rs::Array;
+use mlx_rs::ops::indexing::{Ellipsis, TryIndexOp};
+
+use crate::error::Result;
+use crate::nn::linear::{Linear, QuantizedWeight};
+
+/// Several quantized projections of the same input, fused.
+#[derive(Debug, Clone)]
+pub struct FusedProjection {
+    /// The concatenated weight `[sum(outs), in]`.
+    weight: QuantizedWeight,
+    /// Output features of each part, in order.
+    outs: Vec<i32>,
+}
+
+impl FusedProjection {
+    /// Fuses `parts` into one weight and returns it with each part as a view of it (the
+    /// same values, no second copy in memory). `None` when the parts cannot share one
+    /// matmul: any float weight, or different quantization, input width or dtypes.
+    pub fn fuse(parts: &[&Linear]) -> Result<Option<(FusedProjection, Vec<Linear>)>> {
+        let quant: Option<Vec<&QuantizedWeight>> = parts
+            .iter()
+            .map(|p| match p {
+                Linear::Quantized(q) => Some(q),
+                Linear::Float { .. } => None,
+            })
+            .collect();
+        let Some(quant) = quant else {
+            return Ok(None);
+        };
+        let Some(first) = quant.first() else {
+            return Ok(None);
+        };
+        let compatible = |q: &QuantizedWeight| {
+            q.spec == first.spec
+                && q.weight.ndim() == 2
+                && q.scales.ndim() == 2
+                && q.biases.ndim() == 2
+                && q.weight.dim(1) == first.weight.dim(1)
+                && q.scales.dim(1) == first.scales.dim(1)
+                && q.weight.dtype() == first.weight.dtype()
+                && q.scales.dtype() == first.scales.dtype()
+                && q.biases.dtype() == first.biases.dtype()
+        };
+        if quant.len() < 2 || !quant.iter().all(|q| compatible(q)) {
+            return Ok(None);
+        }
+        let cat = |pick: fn(&QuantizedWeight) -> &Array| -> Result<Array> {
+            let arrays: Vec<&Array> = quant.iter().map(|q| pick(q)).collect();
+            Ok(mlx_rs::ops::concatenate(&arrays, 0)?)
+        };
+        let weight = QuantizedWeight {
+            weight: cat(|q| &q.weight)?,
+            scales: cat(|q| &q.scales)?,
+            biases: cat(|q| &q.biases)?,
+            spec: first.spec,
+        };
+        mlx_rs::transforms::eval([&weight.weight, &weight.scales, &weight.biases])?;
+        let outs: Vec<i32> = quant.iter().map(|q| q.weight.dim(0)).collect();
+        let mut views = Vec::with_capacity(outs.len());
+        let mut start = 0;
+        for &n in &outs {
+            let rows = |a: &Array| a.try_index(start..start + n);
+            let view = QuantizedWeight {
+                weight: rows(&weight.weight)?,
+                scales: rows(&weight.scales)?,
+                biases: rows(&weight.biases)?,
+                spec: weight.spec,
+            };
+            mlx_rs::transforms::eval([&view.weight, &view.scales, &view.biases])?;
+            views.push(Linear::Quantized(view));
+            start += n;
+        }
+        Ok(Some((FusedProjection { weight, outs }, views)))
+    }
+
+    /// The parts' products `x Wᵢᵀ`, in order, from one quantized matmul.
+    pub fn forward(&self, x: &Array) -> Result<Vec<Array>> {
+        let y = self.weight.matmul_t(x)?;
+        let mut start = 0;
+        let mut parts = Vec::with_capacity(self.outs.len());
+        for &n in &self.outs {
+            parts.push(y.try_index((Ellipsis, start..start + n))?);
+            start += n;
+        }
+        Ok(parts)
+    }
+
+    /// How many projections are fused.
+    pub fn parts(&self) -> usize {
+        self.outs.len()
+    }
+}
+
+/// Which form of a layer's projections a forward pass uses.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Projections {
+    /// One matmul per weight, as the reference composes them (what the monolith runs).
+    Separate,
+    /// The fused matmul, where the layer has one and the step is a single token (one
+    /// row per sequence, where it saves kernel launches; a prefill would pay copies to
+    /// split wider products, so it keeps the separate form).
+    Fused,
+}
+
+impl Projections {
+    /// The fused projection to use for input `x` `[B, L, H]`, if any.
+    pub fn pick<'a>(
+        self,
+        fused: Option<&'a FusedProjection>,
+        x: &Array,
+    ) -> Option<&'a FusedProjection> {
+        match self {
+            Projections::Fused if x.ndim() == 3 && x.dim(1) == 1 => fused,
+            _ => None,
+        }
+    }
+}
