@@ -1,3 +1,10 @@
+#!/usr/bin/env bash
+# Does any of MLX's CUDA settings speed up a decode step? One `mlx-aot bench` process per
+# setting (they are read once per process) on the gemma4-e4b preset at its real shapes,
+# random 4-bit weights, float caches: the CUDA graph cache size, ops per CUDA graph, and
+# CUDA graphs off. None changes what is computed, only how it is launched. Run on the GPU
+# host from the repository root, after the parts are there (BENCHMARKS.md, fourth run);
+# results land in $OUT.
 set -u
 bash scripts/gpu-run.sh setup > $OUT/setup.txt 2>&1
 export LD_LIBRARY_PATH=/root/prefix/mlx/lib PYTHONPATH=/root/prefix

@@ -19,9 +19,8 @@ pub fn bytes(n: u64) -> String {
 /// The figures of one generation, on one line:
 /// `prompt 12 tokens | prefill 345.6 tok/s | decode 78.9 tok/s (99 tokens) | peak 1.23 GB |
 /// gemma4-e4b-generated | fast path 99/101 forwards`.
-pub fn line(stats: &GenerationStats, prefill_chunk: usize) -> String {
-    let prefill_forwards = stats.prompt_tokens.div_ceil(prefill_chunk.max(1));
-    let forwards = prefill_forwards + stats.decode_steps;
+pub fn line(stats: &GenerationStats) -> String {
+    let forwards = stats.prefill_forwards + stats.decode_steps;
     format!(
         "prompt {} tokens | prefill {:.1} tok/s | decode {:.1} tok/s ({} tokens) | peak {} | {} | fast path {}/{} forwards",
         stats.prompt_tokens,

@@ -165,11 +165,7 @@ pub fn main(a: Args) -> Result<()> {
         return Err(e);
     }
     let rest = detok.finish()?;
-    write!(
-        stdout,
-        "{rest}\n{}\n",
-        figures::line(&stats, a.prefill_chunk)
-    )?;
+    write!(stdout, "{rest}\n{}\n", figures::line(&stats))?;
     stdout.flush()?;
     Ok(())
 }

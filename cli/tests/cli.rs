@@ -220,16 +220,18 @@ fn run_streams_text_and_ends_with_one_figures_line() {
     for part in ["tok/s", "decode ", "peak ", "gemma4-e4b-generated"] {
         assert!(figures.contains(part), "{part}: {figures}");
     }
-    // The first prefill runs on float caches (the monolith); every decode step after
-    // the kv policy converts them takes the fast path.
+    // The prompt's first token fills float caches (the monolith); the kv policy then
+    // converts them, and the last prompt token's step and every decode step take the
+    // fast path.
     let (fast, forwards) = fast_path(figures);
     assert_eq!(fast, forwards - 1, "{figures}");
-    // A run that reached --max-tokens did not forward its last token; one that met an
-    // eos token forwarded every emitted one.
+    // Two prefill forwards (the first token, then the last one's step). A run that
+    // reached --max-tokens did not forward its last token; one that met an eos token
+    // forwarded every emitted one.
     let expected = if words.len() == 12 {
-        12
+        13
     } else {
-        words.len() + 1
+        words.len() + 2
     };
     assert_eq!(forwards as usize, expected, "{figures}");
 

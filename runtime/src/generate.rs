@@ -71,6 +71,9 @@ pub struct GenerationStats {
     pub time_to_first_token: Duration,
     /// Time of the decode steps after the first token.
     pub decode: Duration,
+    /// Forwards of the prefill: the chunks of every prompt token but the last, then the
+    /// last token's step.
+    pub prefill_forwards: usize,
     /// Decode steps run (forwards after the prefill).
     pub decode_steps: usize,
     /// MLX peak memory over the run, bytes.
@@ -189,17 +192,19 @@ pub fn generate(
     mlx_rs::memory::reset_peak_memory()?;
     let start = Instant::now();
 
-    // Prefill: every chunk but the last only fills the caches.
-    let mut rest = prompt;
-    while rest.len() > chunk {
+    // Prefill as mlx-lm's generate_step does it: every prompt token but the last only
+    // fills the caches, in chunks (their logits are never evaluated, so no head runs over
+    // them); the last token is a single-token step, whose logits give the first token.
+    let (filled, last_token) = prompt.split_at(prompt.len() - 1);
+    let prefill_forwards = filled.len().div_ceil(chunk) + 1;
+    for part in filled.chunks(chunk) {
         kv_policy::apply(caches, &opts.kv_layout)?;
-        model.forward(&row(&rest[..chunk]), caches)?;
+        model.forward(&row(part), caches)?;
         let arrays: Vec<&Array> = caches.iter().flat_map(AnyCache::arrays).collect();
         mlx_rs::transforms::eval(arrays)?;
-        rest = &rest[chunk..];
     }
     kv_policy::apply(caches, &opts.kv_layout)?;
-    let logits = model.forward(&row(rest), caches)?;
+    let logits = model.forward(&row(last_token), caches)?;
     let mut next = opts.sampler.sample(&last(&logits)?, 0)?;
     next.eval()?;
     let prefill = start.elapsed();
@@ -254,6 +259,7 @@ pub fn generate(
         prefill,
         time_to_first_token: prefill,
         decode: decode_start.elapsed(),
+        prefill_forwards,
         decode_steps: steps,
         peak_memory: mlx_rs::memory::peak_memory()?,
         implementation: model.implementation().to_owned(),

@@ -49,9 +49,14 @@ impl Sampler {
     /// random key so each step draws independently. Returns `[B]` uint32 (lazy).
     pub fn sample(&self, logits: &Array, step: u64) -> Result<Array> {
         match *self {
-            Sampler::Greedy => Ok(
-                mlx_rs::ops::indexing::argmax_axis(logits, -1, None)?.as_dtype(Dtype::Uint32)?
-            ),
+            // As mlx-lm's generate_step: the argmax of the log-probabilities, which in the
+            // logits' dtype can tie where the logits did not (the first index wins).
+            Sampler::Greedy => {
+                let lse = mlx_rs::ops::logsumexp_axis(logits, -1, true)?;
+                let logprobs = mlx_rs::ops::subtract(logits, &lse)?;
+                Ok(mlx_rs::ops::indexing::argmax_axis(&logprobs, -1, None)?
+                    .as_dtype(Dtype::Uint32)?)
+            }
             Sampler::TopP {
                 temperature,
                 top_p,
