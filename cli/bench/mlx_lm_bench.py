@@ -62,7 +62,7 @@ def step_graph(model, prompt, dot, steps=32):
     logits = model(mx.array(prompt)[None], cache=cache)
     token = mx.argmax(logits[:, -1, :], axis=-1)
     mx.eval(token, [c.state for c in cache])
-    build, submit, run, counts = [], [], [], collections.Counter()
+    build, submit, evals, counts = [], [], [], collections.Counter()
     for i in range(steps + 2):
         t0 = time.perf_counter()
         logits = model(token[:, None], cache=cache)[:, -1, :]
@@ -88,10 +88,10 @@ def step_graph(model, prompt, dot, steps=32):
         if i >= 2:
             build.append((t1 - t0) * 1e3)
             submit.append((t2 - t1) * 1e3)
-            run.append((t3 - t1) * 1e3)
+            evals.append((t3 - t1) * 1e3)
         token = nxt
     median = lambda v: sorted(v)[len(v) // 2]
-    return dict(sorted(counts.items())), median(build), median(submit), median(run)
+    return dict(sorted(counts.items())), median(build), median(submit), median(evals)
 
 
 def main():

@@ -64,23 +64,40 @@ impl FusedProjection {
             biases: cat(|q| &q.biases)?,
             spec: first.spec,
         };
-        mlx_rs::transforms::eval([&weight.weight, &weight.scales, &weight.biases])?;
         let outs: Vec<i32> = quant.iter().map(|q| q.weight.dim(0)).collect();
         let mut views = Vec::with_capacity(outs.len());
         let mut start = 0;
         for &n in &outs {
             let rows = |a: &Array| a.try_index(start..start + n);
-            let view = QuantizedWeight {
+            views.push(QuantizedWeight {
                 weight: rows(&weight.weight)?,
                 scales: rows(&weight.scales)?,
                 biases: rows(&weight.biases)?,
                 spec: weight.spec,
-            };
-            mlx_rs::transforms::eval([&view.weight, &view.scales, &view.biases])?;
-            views.push(Linear::Quantized(view));
+            });
             start += n;
         }
+        // One evaluation: the fused arrays, and the views as slices of their buffers.
+        let mut arrays = vec![&weight.weight, &weight.scales, &weight.biases];
+        for v in &views {
+            arrays.extend([&v.weight, &v.scales, &v.biases]);
+        }
+        mlx_rs::transforms::eval(arrays)?;
+        let views = views.into_iter().map(Linear::Quantized).collect();
         Ok(Some((FusedProjection { weight, outs }, views)))
+    }
+
+    /// [`FusedProjection::fuse`] of the linears in `slots`, each then replaced by its view
+    /// of the fused weight; the slots stay as they were when they cannot be fused.
+    pub fn fuse_in_place(slots: &mut [&mut Linear]) -> Result<Option<FusedProjection>> {
+        let parts: Vec<&Linear> = slots.iter().map(|s| &**s).collect();
+        let Some((fused, views)) = Self::fuse(&parts)? else {
+            return Ok(None);
+        };
+        for (slot, view) in slots.iter_mut().zip(views) {
+            **slot = view;
+        }
+        Ok(Some(fused))
     }
 
     /// The parts' products `x Wᵢᵀ`, in order, from one quantized matmul.

@@ -47,14 +47,7 @@ impl Mlp {
 
     /// Fuses gate and up (see [`FusedProjection::fuse`]); a no-op for float weights.
     pub fn fuse(&mut self) -> Result<()> {
-        if let Some((fused, views)) = FusedProjection::fuse(&[&self.gate, &self.up])? {
-            let [gate, up]: [Linear; 2] = views.try_into().map_err(|_| {
-                crate::error::Error::Unsupported("fusing gate/up gave other than two views".into())
-            })?;
-            self.gate = gate;
-            self.up = up;
-            self.gate_up = Some(fused);
-        }
+        self.gate_up = FusedProjection::fuse_in_place(&mut [&mut self.gate, &mut self.up])?;
         Ok(())
     }
 }

@@ -150,18 +150,10 @@ impl Gemma4Weights {
     fn fuse_projections(&mut self) -> Result<()> {
         for l in &mut self.layers {
             let a = &mut l.attn;
-            if let Some(k) = &a.k_proj {
-                let mut parts = vec![&a.q_proj, k];
-                parts.extend(a.v_proj.as_ref());
-                if let Some((fused, views)) = FusedProjection::fuse(&parts)? {
-                    let mut views = views.into_iter();
-                    a.q_proj = views.next().unwrap_or_else(|| a.q_proj.clone());
-                    a.k_proj = views.next().or_else(|| a.k_proj.clone());
-                    if a.v_proj.is_some() {
-                        a.v_proj = views.next().or_else(|| a.v_proj.clone());
-                    }
-                    a.qkv = Some(fused);
-                }
+            if let Some(k) = a.k_proj.as_mut() {
+                let mut slots = vec![&mut a.q_proj, k];
+                slots.extend(a.v_proj.as_mut());
+                a.qkv = FusedProjection::fuse_in_place(&mut slots)?;
             }
             l.mlp.fuse()?;
         }
