@@ -413,6 +413,19 @@ fn report(
     });
     let generated = decode("generated");
     let monolith = decode("monolith");
+    // Each repetition runs the implementations back to back, so the ratio within a
+    // repetition shares the host's state of the moment; its median is steadier than the
+    // ratio of medians on a host whose speed drifts.
+    let per_rep = |name: &str| {
+        subjects
+            .iter()
+            .find(|s| s.name == name)
+            .map(|s| s.reps.iter().map(|r| r.decode_tok_s).collect::<Vec<_>>())
+    };
+    let paired = per_rep("generated").zip(per_rep("monolith")).map(|(g, m)| {
+        let ratios: Vec<f64> = g.iter().zip(&m).map(|(g, m)| g / m).collect();
+        stat(&ratios)
+    });
     let ratio = |x: Option<f64>, y: Option<f64>| x.zip(y).map(|(x, y)| x / y);
     let mlx_lm_summary = mlx_lm.map(|v| {
         let reps = v["mlx_lm"].as_array().cloned().unwrap_or_default();
@@ -452,6 +465,7 @@ fn report(
             "monolith_tok_s": monolith,
             "mlxlm_tok_s": mlxlm_decode,
             "generated_over_monolith": ratio(generated, monolith),
+            "generated_over_monolith_per_rep": paired,
             "generated_over_mlxlm": ratio(generated, mlxlm_decode),
         },
     })
@@ -520,4 +534,10 @@ fn print_table(r: &Value) {
         f("generated_over_monolith"),
         f("generated_over_mlxlm")
     );
+    let p = &d["generated_over_monolith_per_rep"];
+    if let (Some(med), Some(lo), Some(hi)) =
+        (p["median"].as_f64(), p["min"].as_f64(), p["max"].as_f64())
+    {
+        println!("generated/monolith within each repetition: {med:.2}x [{lo:.2}-{hi:.2}]");
+    }
 }

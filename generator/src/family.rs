@@ -75,13 +75,13 @@ impl FamilyCode for Gemma4Code {
     }
 
     fn block_imports(&self) -> Vec<TokenStream> {
-        vec![quote!(Projections)]
+        vec![quote!(Composition)]
     }
 
     fn attention_imports(&self, variants: &[Variant]) -> TokenStream {
         let mut nn = vec![];
         if variants.iter().any(|v| v.quant().is_none()) {
-            nn.push(quote!(sdpa));
+            nn.push(quote!(sdpa_with));
         }
         if variants.iter().any(|v| v.quant().is_some()) {
             nn.push(quote!(sdpa_quantized));
@@ -113,46 +113,95 @@ impl FamilyCode for Gemma4Code {
                         &x,
                         head_dim,
                         #k_eq_v,
-                        Projections::Fused,
+                        Composition::SingleToken,
                     )?;
                     Ok(vec![q, k, v])
                 }
             }
             Role::Sharer => quote! {
                 let x = blocks::input_norm(m, w, &h)?;
-                let q = blocks::queries(m, &w.attn, &x, #head_dim as i32)?;
+                let q = blocks::queries(
+                    m,
+                    &w.attn,
+                    &x,
+                    #head_dim as i32,
+                    Composition::SingleToken,
+                )?;
                 Ok(vec![q])
             },
         }
     }
 
     fn post_stage(&self, v: &Variant) -> Vec<TokenStream> {
-        let mut after = vec![quote!(blocks::attention_out(m, w, &h, &o))];
-        after.push(if v.moe {
-            quote!(blocks::moe_ffn(
-                m,
-                w,
-                blocks::moe_weights(w, i)?,
+        let mut after = vec![quote!(blocks::attention_out(
+            m,
+            w,
+            &h,
+            &o,
+            Composition::SingleToken
+        ))];
+        // The last block's residual add; with a layer scalar, the add and the scalar
+        // become one compiled kernel around the block's delta.
+        let last = if v.per_layer_input {
+            after.push(if v.moe {
+                quote!(blocks::moe_ffn(
+                    m,
+                    w,
+                    blocks::moe_weights(w, i)?,
+                    &h,
+                    Composition::SingleToken
+                ))
+            } else {
+                quote!(blocks::dense_ffn(m, w, &h, Composition::SingleToken))
+            });
+            (
+                quote!(blocks::per_layer_gate(
+                    m,
+                    blocks::ple_weights(w, i)?,
+                    &h,
+                    &pli
+                )),
+                quote!(blocks::per_layer_delta(
+                    m,
+                    blocks::ple_weights(w, i)?,
+                    &h,
+                    &pli
+                )?),
+            )
+        } else if v.moe {
+            (
+                quote!(blocks::moe_ffn(
+                    m,
+                    w,
+                    blocks::moe_weights(w, i)?,
+                    &h,
+                    Composition::SingleToken
+                )),
+                quote!(blocks::moe_ffn_delta(
+                    m,
+                    w,
+                    blocks::moe_weights(w, i)?,
+                    &h,
+                    Composition::SingleToken
+                )?),
+            )
+        } else {
+            (
+                quote!(blocks::dense_ffn(m, w, &h, Composition::SingleToken)),
+                quote!(blocks::dense_ffn_delta(m, w, &h, Composition::SingleToken)?),
+            )
+        };
+        let (added, delta) = last;
+        after.push(if v.layer_scalar {
+            quote!(blocks::scaled_residual(
                 &h,
-                Projections::Fused
+                &#delta,
+                blocks::scalar_weight(w, i)?,
+                Composition::SingleToken
             ))
         } else {
-            quote!(blocks::dense_ffn(m, w, &h, Projections::Fused))
+            added
         });
-        if v.per_layer_input {
-            after.push(quote!(blocks::per_layer_gate(
-                m,
-                blocks::ple_weights(w, i)?,
-                &h,
-                &pli
-            )));
-        }
-        if v.layer_scalar {
-            after.push(quote!(blocks::layer_scalar(
-                &h,
-                blocks::scalar_weight(w, i)?
-            )));
-        }
         after
     }
 
@@ -164,7 +213,13 @@ impl FamilyCode for Gemma4Code {
         mask: TokenStream,
     ) -> TokenStream {
         match quant {
-            None => quote!(sdpa(&q, #keys, #values, s.mask(#mask))?),
+            None => quote!(sdpa_with(
+                &q,
+                #keys,
+                #values,
+                s.mask(#mask),
+                Composition::SingleToken
+            )?),
             Some(spec) => {
                 let spec = quant_spec(spec);
                 quote!(sdpa_quantized(&q, #keys, #values, #spec, s.mask(#mask))?)

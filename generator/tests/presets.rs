@@ -196,7 +196,7 @@ fn gemma4_26b_a4b_has_30_moe_donors_with_keqv_on_full_layers() {
     let body = text(&pre.block);
     assert!(
         body.contains(
-            "queries_keys_values (m , & w . attn , & x , head_dim , true , Projections :: Fused ,)"
+            "queries_keys_values (m , & w . attn , & x , head_dim , true , Composition :: SingleToken ,)"
         ),
         "{body}"
     );

@@ -2,8 +2,9 @@
 //! the separate matmuls, and the separate weights become views of the fused one.
 
 use runtime::mlx_rs::{Array, Dtype};
+use runtime::nn::Composition;
 use runtime::nn::Linear;
-use runtime::nn::fused::{FusedProjection, Projections};
+use runtime::nn::fused::FusedProjection;
 use runtime::nn::linear::QuantizedWeight;
 use runtime::quantization::QuantSpec;
 
@@ -83,7 +84,34 @@ fn fused_form_is_picked_only_for_single_token_steps() {
         .expect("fusable");
     let one = runtime::mlx_rs::ops::zeros::<f32>(&[2, 1, 128]).unwrap();
     let many = runtime::mlx_rs::ops::zeros::<f32>(&[1, 7, 128]).unwrap();
-    assert!(Projections::Fused.pick(Some(&fused), &one).is_some());
-    assert!(Projections::Fused.pick(Some(&fused), &many).is_none());
-    assert!(Projections::Separate.pick(Some(&fused), &one).is_none());
+    assert!(Composition::SingleToken.fused(Some(&fused), &one).is_some());
+    assert!(
+        Composition::SingleToken
+            .fused(Some(&fused), &many)
+            .is_none()
+    );
+    assert!(Composition::Reference.fused(Some(&fused), &one).is_none());
+}
+
+#[test]
+fn fused_product_is_split_by_one_op() {
+    let parts = [
+        quantized(128, 128, 8),
+        quantized(64, 128, 9),
+        quantized(64, 128, 10),
+    ];
+    let refs: Vec<&Linear> = parts.iter().collect();
+    let (fused, _) = FusedProjection::fuse(&refs).unwrap().expect("fusable");
+    let x = runtime::mlx_rs::ops::zeros_dtype(&[1, 1, 128], Dtype::Bfloat16).unwrap();
+    x.eval().unwrap();
+    let together = fused.forward(&x).unwrap();
+    let outputs: Vec<&Array> = together.iter().collect();
+    let ops = runtime::graph::histogram(&runtime::graph::dot(&outputs).unwrap());
+    assert_eq!(ops.get("QuantizedMatmul"), Some(&1), "{ops:?}");
+    assert_eq!(ops.get("Split"), Some(&1), "{ops:?}");
+    assert_eq!(
+        ops.values().sum::<usize>(),
+        2,
+        "only the matmul and the split: {ops:?}"
+    );
 }

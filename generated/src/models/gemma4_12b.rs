@@ -18,7 +18,7 @@ use runtime::fingerprint::Fingerprint;
 use runtime::guard;
 use runtime::mlx_rs::Array;
 use runtime::model::{LanguageModel, ModelRef};
-use runtime::model::gemma4::blocks::{self, Projections};
+use runtime::model::gemma4::blocks::{self, Composition};
 use runtime::config::LayerType;
 use runtime::model::gemma4::step::{self, DecodeSegments, LayerStages, Stage, Step};
 use runtime::model::gemma4::{Gemma4, monolith};
@@ -112,7 +112,7 @@ fn donor_sliding_q4g64_scalar_pre(
         &x,
         head_dim,
         false,
-        Projections::Fused,
+        Composition::SingleToken,
     )?;
     Ok(vec![q, k, v])
 }
@@ -126,9 +126,13 @@ fn donor_sliding_q4g64_scalar_post(
 ) -> Result<Vec<Array>> {
     let [h, o] = step::args("donor_sliding_q4g64_scalar_post", i, a)?;
     let w = &m.weights.layers[i];
-    let h = blocks::attention_out(m, w, &h, &o)?;
-    let h = blocks::dense_ffn(m, w, &h, Projections::Fused)?;
-    let h = blocks::layer_scalar(&h, blocks::scalar_weight(w, i)?)?;
+    let h = blocks::attention_out(m, w, &h, &o, Composition::SingleToken)?;
+    let h = blocks::scaled_residual(
+        &h,
+        &blocks::dense_ffn_delta(m, w, &h, Composition::SingleToken)?,
+        blocks::scalar_weight(w, i)?,
+        Composition::SingleToken,
+    )?;
     Ok(vec![h])
 }
 
@@ -167,7 +171,7 @@ fn donor_sliding_q8g64_scalar_pre(
         &x,
         head_dim,
         false,
-        Projections::Fused,
+        Composition::SingleToken,
     )?;
     Ok(vec![q, k, v])
 }
@@ -180,9 +184,13 @@ fn donor_sliding_q8g64_scalar_post(
 ) -> Result<Vec<Array>> {
     let [h, o] = step::args("donor_sliding_q8g64_scalar_post", i, a)?;
     let w = &m.weights.layers[i];
-    let h = blocks::attention_out(m, w, &h, &o)?;
-    let h = blocks::dense_ffn(m, w, &h, Projections::Fused)?;
-    let h = blocks::layer_scalar(&h, blocks::scalar_weight(w, i)?)?;
+    let h = blocks::attention_out(m, w, &h, &o, Composition::SingleToken)?;
+    let h = blocks::scaled_residual(
+        &h,
+        &blocks::dense_ffn_delta(m, w, &h, Composition::SingleToken)?,
+        blocks::scalar_weight(w, i)?,
+        Composition::SingleToken,
+    )?;
     Ok(vec![h])
 }
 
@@ -222,7 +230,7 @@ fn donor_full_q4g64_keqv_scalar_pre(
         &x,
         head_dim,
         true,
-        Projections::Fused,
+        Composition::SingleToken,
     )?;
     Ok(vec![q, k, v])
 }
@@ -235,9 +243,13 @@ fn donor_full_q4g64_keqv_scalar_post(
 ) -> Result<Vec<Array>> {
     let [h, o] = step::args("donor_full_q4g64_keqv_scalar_post", i, a)?;
     let w = &m.weights.layers[i];
-    let h = blocks::attention_out(m, w, &h, &o)?;
-    let h = blocks::dense_ffn(m, w, &h, Projections::Fused)?;
-    let h = blocks::layer_scalar(&h, blocks::scalar_weight(w, i)?)?;
+    let h = blocks::attention_out(m, w, &h, &o, Composition::SingleToken)?;
+    let h = blocks::scaled_residual(
+        &h,
+        &blocks::dense_ffn_delta(m, w, &h, Composition::SingleToken)?,
+        blocks::scalar_weight(w, i)?,
+        Composition::SingleToken,
+    )?;
     Ok(vec![h])
 }
 

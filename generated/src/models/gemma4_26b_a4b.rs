@@ -18,7 +18,7 @@ use runtime::fingerprint::Fingerprint;
 use runtime::guard;
 use runtime::mlx_rs::Array;
 use runtime::model::{LanguageModel, ModelRef};
-use runtime::model::gemma4::blocks::{self, Projections};
+use runtime::model::gemma4::blocks::{self, Composition};
 use runtime::config::LayerType;
 use runtime::model::gemma4::step::{self, DecodeSegments, LayerStages, Stage, Step};
 use runtime::model::gemma4::{Gemma4, monolith};
@@ -93,7 +93,7 @@ fn donor_sliding_q8g64_moe_scalar_pre(
         &x,
         head_dim,
         false,
-        Projections::Fused,
+        Composition::SingleToken,
     )?;
     Ok(vec![q, k, v])
 }
@@ -106,9 +106,19 @@ fn donor_sliding_q8g64_moe_scalar_post(
 ) -> Result<Vec<Array>> {
     let [h, o] = step::args("donor_sliding_q8g64_moe_scalar_post", i, a)?;
     let w = &m.weights.layers[i];
-    let h = blocks::attention_out(m, w, &h, &o)?;
-    let h = blocks::moe_ffn(m, w, blocks::moe_weights(w, i)?, &h, Projections::Fused)?;
-    let h = blocks::layer_scalar(&h, blocks::scalar_weight(w, i)?)?;
+    let h = blocks::attention_out(m, w, &h, &o, Composition::SingleToken)?;
+    let h = blocks::scaled_residual(
+        &h,
+        &blocks::moe_ffn_delta(
+            m,
+            w,
+            blocks::moe_weights(w, i)?,
+            &h,
+            Composition::SingleToken,
+        )?,
+        blocks::scalar_weight(w, i)?,
+        Composition::SingleToken,
+    )?;
     Ok(vec![h])
 }
 
@@ -148,7 +158,7 @@ fn donor_sliding_q4g64_moe_scalar_pre(
         &x,
         head_dim,
         false,
-        Projections::Fused,
+        Composition::SingleToken,
     )?;
     Ok(vec![q, k, v])
 }
@@ -161,9 +171,19 @@ fn donor_sliding_q4g64_moe_scalar_post(
 ) -> Result<Vec<Array>> {
     let [h, o] = step::args("donor_sliding_q4g64_moe_scalar_post", i, a)?;
     let w = &m.weights.layers[i];
-    let h = blocks::attention_out(m, w, &h, &o)?;
-    let h = blocks::moe_ffn(m, w, blocks::moe_weights(w, i)?, &h, Projections::Fused)?;
-    let h = blocks::layer_scalar(&h, blocks::scalar_weight(w, i)?)?;
+    let h = blocks::attention_out(m, w, &h, &o, Composition::SingleToken)?;
+    let h = blocks::scaled_residual(
+        &h,
+        &blocks::moe_ffn_delta(
+            m,
+            w,
+            blocks::moe_weights(w, i)?,
+            &h,
+            Composition::SingleToken,
+        )?,
+        blocks::scalar_weight(w, i)?,
+        Composition::SingleToken,
+    )?;
     Ok(vec![h])
 }
 
@@ -202,7 +222,7 @@ fn donor_full_q8g64_keqv_moe_scalar_pre(
         &x,
         head_dim,
         true,
-        Projections::Fused,
+        Composition::SingleToken,
     )?;
     Ok(vec![q, k, v])
 }
@@ -215,9 +235,19 @@ fn donor_full_q8g64_keqv_moe_scalar_post(
 ) -> Result<Vec<Array>> {
     let [h, o] = step::args("donor_full_q8g64_keqv_moe_scalar_post", i, a)?;
     let w = &m.weights.layers[i];
-    let h = blocks::attention_out(m, w, &h, &o)?;
-    let h = blocks::moe_ffn(m, w, blocks::moe_weights(w, i)?, &h, Projections::Fused)?;
-    let h = blocks::layer_scalar(&h, blocks::scalar_weight(w, i)?)?;
+    let h = blocks::attention_out(m, w, &h, &o, Composition::SingleToken)?;
+    let h = blocks::scaled_residual(
+        &h,
+        &blocks::moe_ffn_delta(
+            m,
+            w,
+            blocks::moe_weights(w, i)?,
+            &h,
+            Composition::SingleToken,
+        )?,
+        blocks::scalar_weight(w, i)?,
+        Composition::SingleToken,
+    )?;
     Ok(vec![h])
 }
 
@@ -256,7 +286,7 @@ fn donor_full_q4g64_keqv_moe_scalar_pre(
         &x,
         head_dim,
         true,
-        Projections::Fused,
+        Composition::SingleToken,
     )?;
     Ok(vec![q, k, v])
 }
@@ -269,9 +299,19 @@ fn donor_full_q4g64_keqv_moe_scalar_post(
 ) -> Result<Vec<Array>> {
     let [h, o] = step::args("donor_full_q4g64_keqv_moe_scalar_post", i, a)?;
     let w = &m.weights.layers[i];
-    let h = blocks::attention_out(m, w, &h, &o)?;
-    let h = blocks::moe_ffn(m, w, blocks::moe_weights(w, i)?, &h, Projections::Fused)?;
-    let h = blocks::layer_scalar(&h, blocks::scalar_weight(w, i)?)?;
+    let h = blocks::attention_out(m, w, &h, &o, Composition::SingleToken)?;
+    let h = blocks::scaled_residual(
+        &h,
+        &blocks::moe_ffn_delta(
+            m,
+            w,
+            blocks::moe_weights(w, i)?,
+            &h,
+            Composition::SingleToken,
+        )?,
+        blocks::scalar_weight(w, i)?,
+        Composition::SingleToken,
+    )?;
     Ok(vec![h])
 }
 

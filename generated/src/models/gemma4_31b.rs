@@ -18,11 +18,11 @@ use runtime::fingerprint::Fingerprint;
 use runtime::guard;
 use runtime::mlx_rs::Array;
 use runtime::model::{LanguageModel, ModelRef};
-use runtime::model::gemma4::blocks::{self, Projections};
+use runtime::model::gemma4::blocks::{self, Composition};
 use runtime::config::LayerType;
 use runtime::model::gemma4::step::{self, DecodeSegments, LayerStages, Stage, Step};
 use runtime::model::gemma4::{Gemma4, monolith};
-use runtime::nn::sdpa;
+use runtime::nn::sdpa_with;
 use runtime::plan::{Family, ModelPlan};
 use runtime::registry::{Constructor, Implementation};
 use runtime::signature::CacheSignature;
@@ -111,7 +111,7 @@ fn donor_sliding_plain_scalar_pre(
         &x,
         head_dim,
         false,
-        Projections::Fused,
+        Composition::SingleToken,
     )?;
     Ok(vec![q, k, v])
 }
@@ -125,9 +125,13 @@ fn donor_sliding_plain_scalar_post(
 ) -> Result<Vec<Array>> {
     let [h, o] = step::args("donor_sliding_plain_scalar_post", i, a)?;
     let w = &m.weights.layers[i];
-    let h = blocks::attention_out(m, w, &h, &o)?;
-    let h = blocks::dense_ffn(m, w, &h, Projections::Fused)?;
-    let h = blocks::layer_scalar(&h, blocks::scalar_weight(w, i)?)?;
+    let h = blocks::attention_out(m, w, &h, &o, Composition::SingleToken)?;
+    let h = blocks::scaled_residual(
+        &h,
+        &blocks::dense_ffn_delta(m, w, &h, Composition::SingleToken)?,
+        blocks::scalar_weight(w, i)?,
+        Composition::SingleToken,
+    )?;
     Ok(vec![h])
 }
 
@@ -145,7 +149,13 @@ fn donor_sliding_plain_scalar(
     let k = blocks::rope(&m.rope_sliding, &k, offset)?;
     let q = blocks::rope(&m.rope_sliding, &q, offset)?;
     let (keys, values) = cache.update_and_fetch(&k, &v)?;
-    let o = sdpa(&q, &keys, &values, s.mask(LayerType::Sliding))?;
+    let o = sdpa_with(
+        &q,
+        &keys,
+        &values,
+        s.mask(LayerType::Sliding),
+        Composition::SingleToken,
+    )?;
     let [h] = s.run(i, Stage::Post, donor_sliding_plain_scalar_post, &[h, &o])?;
     Ok(h)
 }
@@ -167,7 +177,7 @@ fn donor_full_plain_keqv_scalar_pre(
         &x,
         head_dim,
         true,
-        Projections::Fused,
+        Composition::SingleToken,
     )?;
     Ok(vec![q, k, v])
 }
@@ -180,9 +190,13 @@ fn donor_full_plain_keqv_scalar_post(
 ) -> Result<Vec<Array>> {
     let [h, o] = step::args("donor_full_plain_keqv_scalar_post", i, a)?;
     let w = &m.weights.layers[i];
-    let h = blocks::attention_out(m, w, &h, &o)?;
-    let h = blocks::dense_ffn(m, w, &h, Projections::Fused)?;
-    let h = blocks::layer_scalar(&h, blocks::scalar_weight(w, i)?)?;
+    let h = blocks::attention_out(m, w, &h, &o, Composition::SingleToken)?;
+    let h = blocks::scaled_residual(
+        &h,
+        &blocks::dense_ffn_delta(m, w, &h, Composition::SingleToken)?,
+        blocks::scalar_weight(w, i)?,
+        Composition::SingleToken,
+    )?;
     Ok(vec![h])
 }
 
@@ -200,7 +214,13 @@ fn donor_full_plain_keqv_scalar(
     let k = blocks::rope(&m.rope_full, &k, offset)?;
     let q = blocks::rope(&m.rope_full, &q, offset)?;
     let (keys, values) = cache.update_and_fetch(&k, &v)?;
-    let o = sdpa(&q, &keys, &values, s.mask(LayerType::Full))?;
+    let o = sdpa_with(
+        &q,
+        &keys,
+        &values,
+        s.mask(LayerType::Full),
+        Composition::SingleToken,
+    )?;
     let [h] = s.run(i, Stage::Post, donor_full_plain_keqv_scalar_post, &[h, &o])?;
     Ok(h)
 }

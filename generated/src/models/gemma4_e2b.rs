@@ -18,11 +18,11 @@ use runtime::fingerprint::Fingerprint;
 use runtime::guard;
 use runtime::mlx_rs::Array;
 use runtime::model::{LanguageModel, ModelRef};
-use runtime::model::gemma4::blocks::{self, SharedKv, Projections};
+use runtime::model::gemma4::blocks::{self, SharedKv, Composition};
 use runtime::config::LayerType;
 use runtime::model::gemma4::step::{self, DecodeSegments, LayerStages, Stage, Step};
 use runtime::model::gemma4::{Gemma4, monolith};
-use runtime::nn::sdpa;
+use runtime::nn::sdpa_with;
 use runtime::plan::{Family, ModelPlan};
 use runtime::registry::{Constructor, Implementation};
 use runtime::signature::CacheSignature;
@@ -65,7 +65,7 @@ fn donor_sliding_plain_ple_scalar_pre(
         &x,
         head_dim,
         false,
-        Projections::Fused,
+        Composition::SingleToken,
     )?;
     Ok(vec![q, k, v])
 }
@@ -78,10 +78,14 @@ fn donor_sliding_plain_ple_scalar_post(
 ) -> Result<Vec<Array>> {
     let [h, o, pli] = step::args("donor_sliding_plain_ple_scalar_post", i, a)?;
     let w = &m.weights.layers[i];
-    let h = blocks::attention_out(m, w, &h, &o)?;
-    let h = blocks::dense_ffn(m, w, &h, Projections::Fused)?;
-    let h = blocks::per_layer_gate(m, blocks::ple_weights(w, i)?, &h, &pli)?;
-    let h = blocks::layer_scalar(&h, blocks::scalar_weight(w, i)?)?;
+    let h = blocks::attention_out(m, w, &h, &o, Composition::SingleToken)?;
+    let h = blocks::dense_ffn(m, w, &h, Composition::SingleToken)?;
+    let h = blocks::scaled_residual(
+        &h,
+        &blocks::per_layer_delta(m, blocks::ple_weights(w, i)?, &h, &pli)?,
+        blocks::scalar_weight(w, i)?,
+        Composition::SingleToken,
+    )?;
     Ok(vec![h])
 }
 
@@ -99,7 +103,13 @@ fn donor_sliding_plain_ple_scalar(
     let k = blocks::rope(&m.rope_sliding, &k, offset)?;
     let q = blocks::rope(&m.rope_sliding, &q, offset)?;
     let (keys, values) = cache.update_and_fetch(&k, &v)?;
-    let o = sdpa(&q, &keys, &values, s.mask(LayerType::Sliding))?;
+    let o = sdpa_with(
+        &q,
+        &keys,
+        &values,
+        s.mask(LayerType::Sliding),
+        Composition::SingleToken,
+    )?;
     let pli = s.per_layer_input(i)?.clone();
     let [h] = s
         .run(i, Stage::Post, donor_sliding_plain_ple_scalar_post, &[h, &o, &pli])?;
@@ -122,7 +132,7 @@ fn donor_full_plain_ple_scalar_pre(
         &x,
         head_dim,
         false,
-        Projections::Fused,
+        Composition::SingleToken,
     )?;
     Ok(vec![q, k, v])
 }
@@ -135,10 +145,14 @@ fn donor_full_plain_ple_scalar_post(
 ) -> Result<Vec<Array>> {
     let [h, o, pli] = step::args("donor_full_plain_ple_scalar_post", i, a)?;
     let w = &m.weights.layers[i];
-    let h = blocks::attention_out(m, w, &h, &o)?;
-    let h = blocks::dense_ffn(m, w, &h, Projections::Fused)?;
-    let h = blocks::per_layer_gate(m, blocks::ple_weights(w, i)?, &h, &pli)?;
-    let h = blocks::layer_scalar(&h, blocks::scalar_weight(w, i)?)?;
+    let h = blocks::attention_out(m, w, &h, &o, Composition::SingleToken)?;
+    let h = blocks::dense_ffn(m, w, &h, Composition::SingleToken)?;
+    let h = blocks::scaled_residual(
+        &h,
+        &blocks::per_layer_delta(m, blocks::ple_weights(w, i)?, &h, &pli)?,
+        blocks::scalar_weight(w, i)?,
+        Composition::SingleToken,
+    )?;
     Ok(vec![h])
 }
 
@@ -156,7 +170,13 @@ fn donor_full_plain_ple_scalar(
     let k = blocks::rope(&m.rope_full, &k, offset)?;
     let q = blocks::rope(&m.rope_full, &q, offset)?;
     let (keys, values) = cache.update_and_fetch(&k, &v)?;
-    let o = sdpa(&q, &keys, &values, s.mask(LayerType::Full))?;
+    let o = sdpa_with(
+        &q,
+        &keys,
+        &values,
+        s.mask(LayerType::Full),
+        Composition::SingleToken,
+    )?;
     let pli = s.per_layer_input(i)?.clone();
     let [h] = s.run(i, Stage::Post, donor_full_plain_ple_scalar_post, &[h, &o, &pli])?;
     Ok(h)
@@ -178,7 +198,7 @@ fn donor_sliding_plain_ple_scalar_export_pre(
         &x,
         head_dim,
         false,
-        Projections::Fused,
+        Composition::SingleToken,
     )?;
     Ok(vec![q, k, v])
 }
@@ -191,10 +211,14 @@ fn donor_sliding_plain_ple_scalar_export_post(
 ) -> Result<Vec<Array>> {
     let [h, o, pli] = step::args("donor_sliding_plain_ple_scalar_export_post", i, a)?;
     let w = &m.weights.layers[i];
-    let h = blocks::attention_out(m, w, &h, &o)?;
-    let h = blocks::dense_ffn(m, w, &h, Projections::Fused)?;
-    let h = blocks::per_layer_gate(m, blocks::ple_weights(w, i)?, &h, &pli)?;
-    let h = blocks::layer_scalar(&h, blocks::scalar_weight(w, i)?)?;
+    let h = blocks::attention_out(m, w, &h, &o, Composition::SingleToken)?;
+    let h = blocks::dense_ffn(m, w, &h, Composition::SingleToken)?;
+    let h = blocks::scaled_residual(
+        &h,
+        &blocks::per_layer_delta(m, blocks::ple_weights(w, i)?, &h, &pli)?,
+        blocks::scalar_weight(w, i)?,
+        Composition::SingleToken,
+    )?;
     Ok(vec![h])
 }
 
@@ -213,7 +237,13 @@ fn donor_sliding_plain_ple_scalar_export(
     let k = blocks::rope(&m.rope_sliding, &k, offset)?;
     let q = blocks::rope(&m.rope_sliding, &q, offset)?;
     let (keys, values) = cache.update_and_fetch(&k, &v)?;
-    let o = sdpa(&q, &keys, &values, s.mask(LayerType::Sliding))?;
+    let o = sdpa_with(
+        &q,
+        &keys,
+        &values,
+        s.mask(LayerType::Sliding),
+        Composition::SingleToken,
+    )?;
     let pli = s.per_layer_input(i)?.clone();
     let [h] = s
         .run(
@@ -245,7 +275,7 @@ fn donor_full_plain_ple_scalar_export_pre(
         &x,
         head_dim,
         false,
-        Projections::Fused,
+        Composition::SingleToken,
     )?;
     Ok(vec![q, k, v])
 }
@@ -258,10 +288,14 @@ fn donor_full_plain_ple_scalar_export_post(
 ) -> Result<Vec<Array>> {
     let [h, o, pli] = step::args("donor_full_plain_ple_scalar_export_post", i, a)?;
     let w = &m.weights.layers[i];
-    let h = blocks::attention_out(m, w, &h, &o)?;
-    let h = blocks::dense_ffn(m, w, &h, Projections::Fused)?;
-    let h = blocks::per_layer_gate(m, blocks::ple_weights(w, i)?, &h, &pli)?;
-    let h = blocks::layer_scalar(&h, blocks::scalar_weight(w, i)?)?;
+    let h = blocks::attention_out(m, w, &h, &o, Composition::SingleToken)?;
+    let h = blocks::dense_ffn(m, w, &h, Composition::SingleToken)?;
+    let h = blocks::scaled_residual(
+        &h,
+        &blocks::per_layer_delta(m, blocks::ple_weights(w, i)?, &h, &pli)?,
+        blocks::scalar_weight(w, i)?,
+        Composition::SingleToken,
+    )?;
     Ok(vec![h])
 }
 
@@ -279,7 +313,13 @@ fn donor_full_plain_ple_scalar_export(
     let k = blocks::rope(&m.rope_full, &k, offset)?;
     let q = blocks::rope(&m.rope_full, &q, offset)?;
     let (keys, values) = cache.update_and_fetch(&k, &v)?;
-    let o = sdpa(&q, &keys, &values, s.mask(LayerType::Full))?;
+    let o = sdpa_with(
+        &q,
+        &keys,
+        &values,
+        s.mask(LayerType::Full),
+        Composition::SingleToken,
+    )?;
     let pli = s.per_layer_input(i)?.clone();
     let [h] = s
         .run(i, Stage::Post, donor_full_plain_ple_scalar_export_post, &[h, &o, &pli])?;
@@ -299,7 +339,13 @@ fn sharer_sliding_plain_ple_scalar_pre(
     let [h] = step::args("sharer_sliding_plain_ple_scalar_pre", i, a)?;
     let w = &m.weights.layers[i];
     let x = blocks::input_norm(m, w, &h)?;
-    let q = blocks::queries(m, &w.attn, &x, m.config.head_dim as i32)?;
+    let q = blocks::queries(
+        m,
+        &w.attn,
+        &x,
+        m.config.head_dim as i32,
+        Composition::SingleToken,
+    )?;
     Ok(vec![q])
 }
 
@@ -311,10 +357,14 @@ fn sharer_sliding_plain_ple_scalar_post(
 ) -> Result<Vec<Array>> {
     let [h, o, pli] = step::args("sharer_sliding_plain_ple_scalar_post", i, a)?;
     let w = &m.weights.layers[i];
-    let h = blocks::attention_out(m, w, &h, &o)?;
-    let h = blocks::dense_ffn(m, w, &h, Projections::Fused)?;
-    let h = blocks::per_layer_gate(m, blocks::ple_weights(w, i)?, &h, &pli)?;
-    let h = blocks::layer_scalar(&h, blocks::scalar_weight(w, i)?)?;
+    let h = blocks::attention_out(m, w, &h, &o, Composition::SingleToken)?;
+    let h = blocks::dense_ffn(m, w, &h, Composition::SingleToken)?;
+    let h = blocks::scaled_residual(
+        &h,
+        &blocks::per_layer_delta(m, blocks::ple_weights(w, i)?, &h, &pli)?,
+        blocks::scalar_weight(w, i)?,
+        Composition::SingleToken,
+    )?;
     Ok(vec![h])
 }
 
@@ -332,7 +382,13 @@ fn sharer_sliding_plain_ple_scalar(
     };
     let [q] = s.run(i, Stage::Pre, sharer_sliding_plain_ple_scalar_pre, &[h])?;
     let q = blocks::rope(&m.rope_sliding, &q, shared.offset)?;
-    let o = sdpa(&q, keys, values, s.mask(LayerType::Sliding))?;
+    let o = sdpa_with(
+        &q,
+        keys,
+        values,
+        s.mask(LayerType::Sliding),
+        Composition::SingleToken,
+    )?;
     let pli = s.per_layer_input(i)?.clone();
     let [h] = s
         .run(i, Stage::Post, sharer_sliding_plain_ple_scalar_post, &[h, &o, &pli])?;
@@ -348,7 +404,13 @@ fn sharer_full_plain_ple_scalar_pre(
     let [h] = step::args("sharer_full_plain_ple_scalar_pre", i, a)?;
     let w = &m.weights.layers[i];
     let x = blocks::input_norm(m, w, &h)?;
-    let q = blocks::queries(m, &w.attn, &x, m.config.global_head_dim as i32)?;
+    let q = blocks::queries(
+        m,
+        &w.attn,
+        &x,
+        m.config.global_head_dim as i32,
+        Composition::SingleToken,
+    )?;
     Ok(vec![q])
 }
 
@@ -360,10 +422,14 @@ fn sharer_full_plain_ple_scalar_post(
 ) -> Result<Vec<Array>> {
     let [h, o, pli] = step::args("sharer_full_plain_ple_scalar_post", i, a)?;
     let w = &m.weights.layers[i];
-    let h = blocks::attention_out(m, w, &h, &o)?;
-    let h = blocks::dense_ffn(m, w, &h, Projections::Fused)?;
-    let h = blocks::per_layer_gate(m, blocks::ple_weights(w, i)?, &h, &pli)?;
-    let h = blocks::layer_scalar(&h, blocks::scalar_weight(w, i)?)?;
+    let h = blocks::attention_out(m, w, &h, &o, Composition::SingleToken)?;
+    let h = blocks::dense_ffn(m, w, &h, Composition::SingleToken)?;
+    let h = blocks::scaled_residual(
+        &h,
+        &blocks::per_layer_delta(m, blocks::ple_weights(w, i)?, &h, &pli)?,
+        blocks::scalar_weight(w, i)?,
+        Composition::SingleToken,
+    )?;
     Ok(vec![h])
 }
 
@@ -381,7 +447,13 @@ fn sharer_full_plain_ple_scalar(
     };
     let [q] = s.run(i, Stage::Pre, sharer_full_plain_ple_scalar_pre, &[h])?;
     let q = blocks::rope(&m.rope_full, &q, shared.offset)?;
-    let o = sdpa(&q, keys, values, s.mask(LayerType::Full))?;
+    let o = sdpa_with(
+        &q,
+        keys,
+        values,
+        s.mask(LayerType::Full),
+        Composition::SingleToken,
+    )?;
     let pli = s.per_layer_input(i)?.clone();
     let [h] = s.run(i, Stage::Post, sharer_full_plain_ple_scalar_post, &[h, &o, &pli])?;
     Ok(h)

@@ -18,7 +18,7 @@ use runtime::fingerprint::Fingerprint;
 use runtime::guard;
 use runtime::mlx_rs::Array;
 use runtime::model::{LanguageModel, ModelRef};
-use runtime::model::gemma4::blocks::{self, SharedKv, Projections};
+use runtime::model::gemma4::blocks::{self, SharedKv, Composition};
 use runtime::config::LayerType;
 use runtime::model::gemma4::step::{self, DecodeSegments, LayerStages, Stage, Step};
 use runtime::model::gemma4::{Gemma4, monolith};
@@ -88,7 +88,7 @@ fn donor_sliding_q4g64_ple_scalar_pre(
         &x,
         head_dim,
         false,
-        Projections::Fused,
+        Composition::SingleToken,
     )?;
     Ok(vec![q, k, v])
 }
@@ -101,10 +101,14 @@ fn donor_sliding_q4g64_ple_scalar_post(
 ) -> Result<Vec<Array>> {
     let [h, o, pli] = step::args("donor_sliding_q4g64_ple_scalar_post", i, a)?;
     let w = &m.weights.layers[i];
-    let h = blocks::attention_out(m, w, &h, &o)?;
-    let h = blocks::dense_ffn(m, w, &h, Projections::Fused)?;
-    let h = blocks::per_layer_gate(m, blocks::ple_weights(w, i)?, &h, &pli)?;
-    let h = blocks::layer_scalar(&h, blocks::scalar_weight(w, i)?)?;
+    let h = blocks::attention_out(m, w, &h, &o, Composition::SingleToken)?;
+    let h = blocks::dense_ffn(m, w, &h, Composition::SingleToken)?;
+    let h = blocks::scaled_residual(
+        &h,
+        &blocks::per_layer_delta(m, blocks::ple_weights(w, i)?, &h, &pli)?,
+        blocks::scalar_weight(w, i)?,
+        Composition::SingleToken,
+    )?;
     Ok(vec![h])
 }
 
@@ -145,7 +149,7 @@ fn donor_sliding_q8g64_ple_scalar_pre(
         &x,
         head_dim,
         false,
-        Projections::Fused,
+        Composition::SingleToken,
     )?;
     Ok(vec![q, k, v])
 }
@@ -158,10 +162,14 @@ fn donor_sliding_q8g64_ple_scalar_post(
 ) -> Result<Vec<Array>> {
     let [h, o, pli] = step::args("donor_sliding_q8g64_ple_scalar_post", i, a)?;
     let w = &m.weights.layers[i];
-    let h = blocks::attention_out(m, w, &h, &o)?;
-    let h = blocks::dense_ffn(m, w, &h, Projections::Fused)?;
-    let h = blocks::per_layer_gate(m, blocks::ple_weights(w, i)?, &h, &pli)?;
-    let h = blocks::layer_scalar(&h, blocks::scalar_weight(w, i)?)?;
+    let h = blocks::attention_out(m, w, &h, &o, Composition::SingleToken)?;
+    let h = blocks::dense_ffn(m, w, &h, Composition::SingleToken)?;
+    let h = blocks::scaled_residual(
+        &h,
+        &blocks::per_layer_delta(m, blocks::ple_weights(w, i)?, &h, &pli)?,
+        blocks::scalar_weight(w, i)?,
+        Composition::SingleToken,
+    )?;
     Ok(vec![h])
 }
 
@@ -202,7 +210,7 @@ fn donor_full_q4g64_ple_scalar_pre(
         &x,
         head_dim,
         false,
-        Projections::Fused,
+        Composition::SingleToken,
     )?;
     Ok(vec![q, k, v])
 }
@@ -215,10 +223,14 @@ fn donor_full_q4g64_ple_scalar_post(
 ) -> Result<Vec<Array>> {
     let [h, o, pli] = step::args("donor_full_q4g64_ple_scalar_post", i, a)?;
     let w = &m.weights.layers[i];
-    let h = blocks::attention_out(m, w, &h, &o)?;
-    let h = blocks::dense_ffn(m, w, &h, Projections::Fused)?;
-    let h = blocks::per_layer_gate(m, blocks::ple_weights(w, i)?, &h, &pli)?;
-    let h = blocks::layer_scalar(&h, blocks::scalar_weight(w, i)?)?;
+    let h = blocks::attention_out(m, w, &h, &o, Composition::SingleToken)?;
+    let h = blocks::dense_ffn(m, w, &h, Composition::SingleToken)?;
+    let h = blocks::scaled_residual(
+        &h,
+        &blocks::per_layer_delta(m, blocks::ple_weights(w, i)?, &h, &pli)?,
+        blocks::scalar_weight(w, i)?,
+        Composition::SingleToken,
+    )?;
     Ok(vec![h])
 }
 
@@ -258,7 +270,7 @@ fn donor_full_q8g64_ple_scalar_pre(
         &x,
         head_dim,
         false,
-        Projections::Fused,
+        Composition::SingleToken,
     )?;
     Ok(vec![q, k, v])
 }
@@ -271,10 +283,14 @@ fn donor_full_q8g64_ple_scalar_post(
 ) -> Result<Vec<Array>> {
     let [h, o, pli] = step::args("donor_full_q8g64_ple_scalar_post", i, a)?;
     let w = &m.weights.layers[i];
-    let h = blocks::attention_out(m, w, &h, &o)?;
-    let h = blocks::dense_ffn(m, w, &h, Projections::Fused)?;
-    let h = blocks::per_layer_gate(m, blocks::ple_weights(w, i)?, &h, &pli)?;
-    let h = blocks::layer_scalar(&h, blocks::scalar_weight(w, i)?)?;
+    let h = blocks::attention_out(m, w, &h, &o, Composition::SingleToken)?;
+    let h = blocks::dense_ffn(m, w, &h, Composition::SingleToken)?;
+    let h = blocks::scaled_residual(
+        &h,
+        &blocks::per_layer_delta(m, blocks::ple_weights(w, i)?, &h, &pli)?,
+        blocks::scalar_weight(w, i)?,
+        Composition::SingleToken,
+    )?;
     Ok(vec![h])
 }
 
@@ -314,7 +330,7 @@ fn donor_sliding_q4g64_ple_scalar_export_pre(
         &x,
         head_dim,
         false,
-        Projections::Fused,
+        Composition::SingleToken,
     )?;
     Ok(vec![q, k, v])
 }
@@ -327,10 +343,14 @@ fn donor_sliding_q4g64_ple_scalar_export_post(
 ) -> Result<Vec<Array>> {
     let [h, o, pli] = step::args("donor_sliding_q4g64_ple_scalar_export_post", i, a)?;
     let w = &m.weights.layers[i];
-    let h = blocks::attention_out(m, w, &h, &o)?;
-    let h = blocks::dense_ffn(m, w, &h, Projections::Fused)?;
-    let h = blocks::per_layer_gate(m, blocks::ple_weights(w, i)?, &h, &pli)?;
-    let h = blocks::layer_scalar(&h, blocks::scalar_weight(w, i)?)?;
+    let h = blocks::attention_out(m, w, &h, &o, Composition::SingleToken)?;
+    let h = blocks::dense_ffn(m, w, &h, Composition::SingleToken)?;
+    let h = blocks::scaled_residual(
+        &h,
+        &blocks::per_layer_delta(m, blocks::ple_weights(w, i)?, &h, &pli)?,
+        blocks::scalar_weight(w, i)?,
+        Composition::SingleToken,
+    )?;
     Ok(vec![h])
 }
 
@@ -385,7 +405,7 @@ fn donor_full_q4g64_ple_scalar_export_pre(
         &x,
         head_dim,
         false,
-        Projections::Fused,
+        Composition::SingleToken,
     )?;
     Ok(vec![q, k, v])
 }
@@ -398,10 +418,14 @@ fn donor_full_q4g64_ple_scalar_export_post(
 ) -> Result<Vec<Array>> {
     let [h, o, pli] = step::args("donor_full_q4g64_ple_scalar_export_post", i, a)?;
     let w = &m.weights.layers[i];
-    let h = blocks::attention_out(m, w, &h, &o)?;
-    let h = blocks::dense_ffn(m, w, &h, Projections::Fused)?;
-    let h = blocks::per_layer_gate(m, blocks::ple_weights(w, i)?, &h, &pli)?;
-    let h = blocks::layer_scalar(&h, blocks::scalar_weight(w, i)?)?;
+    let h = blocks::attention_out(m, w, &h, &o, Composition::SingleToken)?;
+    let h = blocks::dense_ffn(m, w, &h, Composition::SingleToken)?;
+    let h = blocks::scaled_residual(
+        &h,
+        &blocks::per_layer_delta(m, blocks::ple_weights(w, i)?, &h, &pli)?,
+        blocks::scalar_weight(w, i)?,
+        Composition::SingleToken,
+    )?;
     Ok(vec![h])
 }
 
@@ -443,7 +467,13 @@ fn sharer_sliding_q4g64_ple_scalar_pre(
     let [h] = step::args("sharer_sliding_q4g64_ple_scalar_pre", i, a)?;
     let w = &m.weights.layers[i];
     let x = blocks::input_norm(m, w, &h)?;
-    let q = blocks::queries(m, &w.attn, &x, m.config.head_dim as i32)?;
+    let q = blocks::queries(
+        m,
+        &w.attn,
+        &x,
+        m.config.head_dim as i32,
+        Composition::SingleToken,
+    )?;
     Ok(vec![q])
 }
 
@@ -455,10 +485,14 @@ fn sharer_sliding_q4g64_ple_scalar_post(
 ) -> Result<Vec<Array>> {
     let [h, o, pli] = step::args("sharer_sliding_q4g64_ple_scalar_post", i, a)?;
     let w = &m.weights.layers[i];
-    let h = blocks::attention_out(m, w, &h, &o)?;
-    let h = blocks::dense_ffn(m, w, &h, Projections::Fused)?;
-    let h = blocks::per_layer_gate(m, blocks::ple_weights(w, i)?, &h, &pli)?;
-    let h = blocks::layer_scalar(&h, blocks::scalar_weight(w, i)?)?;
+    let h = blocks::attention_out(m, w, &h, &o, Composition::SingleToken)?;
+    let h = blocks::dense_ffn(m, w, &h, Composition::SingleToken)?;
+    let h = blocks::scaled_residual(
+        &h,
+        &blocks::per_layer_delta(m, blocks::ple_weights(w, i)?, &h, &pli)?,
+        blocks::scalar_weight(w, i)?,
+        Composition::SingleToken,
+    )?;
     Ok(vec![h])
 }
 
@@ -492,7 +526,13 @@ fn sharer_full_q4g64_ple_scalar_pre(
     let [h] = step::args("sharer_full_q4g64_ple_scalar_pre", i, a)?;
     let w = &m.weights.layers[i];
     let x = blocks::input_norm(m, w, &h)?;
-    let q = blocks::queries(m, &w.attn, &x, m.config.global_head_dim as i32)?;
+    let q = blocks::queries(
+        m,
+        &w.attn,
+        &x,
+        m.config.global_head_dim as i32,
+        Composition::SingleToken,
+    )?;
     Ok(vec![q])
 }
 
@@ -504,10 +544,14 @@ fn sharer_full_q4g64_ple_scalar_post(
 ) -> Result<Vec<Array>> {
     let [h, o, pli] = step::args("sharer_full_q4g64_ple_scalar_post", i, a)?;
     let w = &m.weights.layers[i];
-    let h = blocks::attention_out(m, w, &h, &o)?;
-    let h = blocks::dense_ffn(m, w, &h, Projections::Fused)?;
-    let h = blocks::per_layer_gate(m, blocks::ple_weights(w, i)?, &h, &pli)?;
-    let h = blocks::layer_scalar(&h, blocks::scalar_weight(w, i)?)?;
+    let h = blocks::attention_out(m, w, &h, &o, Composition::SingleToken)?;
+    let h = blocks::dense_ffn(m, w, &h, Composition::SingleToken)?;
+    let h = blocks::scaled_residual(
+        &h,
+        &blocks::per_layer_delta(m, blocks::ple_weights(w, i)?, &h, &pli)?,
+        blocks::scalar_weight(w, i)?,
+        Composition::SingleToken,
+    )?;
     Ok(vec![h])
 }
 

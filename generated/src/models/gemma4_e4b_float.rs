@@ -18,11 +18,11 @@ use runtime::fingerprint::Fingerprint;
 use runtime::guard;
 use runtime::mlx_rs::Array;
 use runtime::model::{LanguageModel, ModelRef};
-use runtime::model::gemma4::blocks::{self, SharedKv, Projections};
+use runtime::model::gemma4::blocks::{self, SharedKv, Composition};
 use runtime::config::LayerType;
 use runtime::model::gemma4::step::{self, DecodeSegments, LayerStages, Stage, Step};
 use runtime::model::gemma4::{Gemma4, monolith};
-use runtime::nn::sdpa;
+use runtime::nn::sdpa_with;
 use runtime::plan::{Family, ModelPlan};
 use runtime::registry::{Constructor, Implementation};
 use runtime::signature::CacheSignature;
@@ -74,7 +74,7 @@ fn donor_sliding_plain_ple_scalar_pre(
         &x,
         head_dim,
         false,
-        Projections::Fused,
+        Composition::SingleToken,
     )?;
     Ok(vec![q, k, v])
 }
@@ -87,10 +87,14 @@ fn donor_sliding_plain_ple_scalar_post(
 ) -> Result<Vec<Array>> {
     let [h, o, pli] = step::args("donor_sliding_plain_ple_scalar_post", i, a)?;
     let w = &m.weights.layers[i];
-    let h = blocks::attention_out(m, w, &h, &o)?;
-    let h = blocks::dense_ffn(m, w, &h, Projections::Fused)?;
-    let h = blocks::per_layer_gate(m, blocks::ple_weights(w, i)?, &h, &pli)?;
-    let h = blocks::layer_scalar(&h, blocks::scalar_weight(w, i)?)?;
+    let h = blocks::attention_out(m, w, &h, &o, Composition::SingleToken)?;
+    let h = blocks::dense_ffn(m, w, &h, Composition::SingleToken)?;
+    let h = blocks::scaled_residual(
+        &h,
+        &blocks::per_layer_delta(m, blocks::ple_weights(w, i)?, &h, &pli)?,
+        blocks::scalar_weight(w, i)?,
+        Composition::SingleToken,
+    )?;
     Ok(vec![h])
 }
 
@@ -108,7 +112,13 @@ fn donor_sliding_plain_ple_scalar(
     let k = blocks::rope(&m.rope_sliding, &k, offset)?;
     let q = blocks::rope(&m.rope_sliding, &q, offset)?;
     let (keys, values) = cache.update_and_fetch(&k, &v)?;
-    let o = sdpa(&q, &keys, &values, s.mask(LayerType::Sliding))?;
+    let o = sdpa_with(
+        &q,
+        &keys,
+        &values,
+        s.mask(LayerType::Sliding),
+        Composition::SingleToken,
+    )?;
     let pli = s.per_layer_input(i)?.clone();
     let [h] = s
         .run(i, Stage::Post, donor_sliding_plain_ple_scalar_post, &[h, &o, &pli])?;
@@ -131,7 +141,7 @@ fn donor_full_plain_ple_scalar_pre(
         &x,
         head_dim,
         false,
-        Projections::Fused,
+        Composition::SingleToken,
     )?;
     Ok(vec![q, k, v])
 }
@@ -144,10 +154,14 @@ fn donor_full_plain_ple_scalar_post(
 ) -> Result<Vec<Array>> {
     let [h, o, pli] = step::args("donor_full_plain_ple_scalar_post", i, a)?;
     let w = &m.weights.layers[i];
-    let h = blocks::attention_out(m, w, &h, &o)?;
-    let h = blocks::dense_ffn(m, w, &h, Projections::Fused)?;
-    let h = blocks::per_layer_gate(m, blocks::ple_weights(w, i)?, &h, &pli)?;
-    let h = blocks::layer_scalar(&h, blocks::scalar_weight(w, i)?)?;
+    let h = blocks::attention_out(m, w, &h, &o, Composition::SingleToken)?;
+    let h = blocks::dense_ffn(m, w, &h, Composition::SingleToken)?;
+    let h = blocks::scaled_residual(
+        &h,
+        &blocks::per_layer_delta(m, blocks::ple_weights(w, i)?, &h, &pli)?,
+        blocks::scalar_weight(w, i)?,
+        Composition::SingleToken,
+    )?;
     Ok(vec![h])
 }
 
@@ -165,7 +179,13 @@ fn donor_full_plain_ple_scalar(
     let k = blocks::rope(&m.rope_full, &k, offset)?;
     let q = blocks::rope(&m.rope_full, &q, offset)?;
     let (keys, values) = cache.update_and_fetch(&k, &v)?;
-    let o = sdpa(&q, &keys, &values, s.mask(LayerType::Full))?;
+    let o = sdpa_with(
+        &q,
+        &keys,
+        &values,
+        s.mask(LayerType::Full),
+        Composition::SingleToken,
+    )?;
     let pli = s.per_layer_input(i)?.clone();
     let [h] = s.run(i, Stage::Post, donor_full_plain_ple_scalar_post, &[h, &o, &pli])?;
     Ok(h)
@@ -187,7 +207,7 @@ fn donor_sliding_plain_ple_scalar_export_pre(
         &x,
         head_dim,
         false,
-        Projections::Fused,
+        Composition::SingleToken,
     )?;
     Ok(vec![q, k, v])
 }
@@ -200,10 +220,14 @@ fn donor_sliding_plain_ple_scalar_export_post(
 ) -> Result<Vec<Array>> {
     let [h, o, pli] = step::args("donor_sliding_plain_ple_scalar_export_post", i, a)?;
     let w = &m.weights.layers[i];
-    let h = blocks::attention_out(m, w, &h, &o)?;
-    let h = blocks::dense_ffn(m, w, &h, Projections::Fused)?;
-    let h = blocks::per_layer_gate(m, blocks::ple_weights(w, i)?, &h, &pli)?;
-    let h = blocks::layer_scalar(&h, blocks::scalar_weight(w, i)?)?;
+    let h = blocks::attention_out(m, w, &h, &o, Composition::SingleToken)?;
+    let h = blocks::dense_ffn(m, w, &h, Composition::SingleToken)?;
+    let h = blocks::scaled_residual(
+        &h,
+        &blocks::per_layer_delta(m, blocks::ple_weights(w, i)?, &h, &pli)?,
+        blocks::scalar_weight(w, i)?,
+        Composition::SingleToken,
+    )?;
     Ok(vec![h])
 }
 
@@ -222,7 +246,13 @@ fn donor_sliding_plain_ple_scalar_export(
     let k = blocks::rope(&m.rope_sliding, &k, offset)?;
     let q = blocks::rope(&m.rope_sliding, &q, offset)?;
     let (keys, values) = cache.update_and_fetch(&k, &v)?;
-    let o = sdpa(&q, &keys, &values, s.mask(LayerType::Sliding))?;
+    let o = sdpa_with(
+        &q,
+        &keys,
+        &values,
+        s.mask(LayerType::Sliding),
+        Composition::SingleToken,
+    )?;
     let pli = s.per_layer_input(i)?.clone();
     let [h] = s
         .run(
@@ -254,7 +284,7 @@ fn donor_full_plain_ple_scalar_export_pre(
         &x,
         head_dim,
         false,
-        Projections::Fused,
+        Composition::SingleToken,
     )?;
     Ok(vec![q, k, v])
 }
@@ -267,10 +297,14 @@ fn donor_full_plain_ple_scalar_export_post(
 ) -> Result<Vec<Array>> {
     let [h, o, pli] = step::args("donor_full_plain_ple_scalar_export_post", i, a)?;
     let w = &m.weights.layers[i];
-    let h = blocks::attention_out(m, w, &h, &o)?;
-    let h = blocks::dense_ffn(m, w, &h, Projections::Fused)?;
-    let h = blocks::per_layer_gate(m, blocks::ple_weights(w, i)?, &h, &pli)?;
-    let h = blocks::layer_scalar(&h, blocks::scalar_weight(w, i)?)?;
+    let h = blocks::attention_out(m, w, &h, &o, Composition::SingleToken)?;
+    let h = blocks::dense_ffn(m, w, &h, Composition::SingleToken)?;
+    let h = blocks::scaled_residual(
+        &h,
+        &blocks::per_layer_delta(m, blocks::ple_weights(w, i)?, &h, &pli)?,
+        blocks::scalar_weight(w, i)?,
+        Composition::SingleToken,
+    )?;
     Ok(vec![h])
 }
 
@@ -288,7 +322,13 @@ fn donor_full_plain_ple_scalar_export(
     let k = blocks::rope(&m.rope_full, &k, offset)?;
     let q = blocks::rope(&m.rope_full, &q, offset)?;
     let (keys, values) = cache.update_and_fetch(&k, &v)?;
-    let o = sdpa(&q, &keys, &values, s.mask(LayerType::Full))?;
+    let o = sdpa_with(
+        &q,
+        &keys,
+        &values,
+        s.mask(LayerType::Full),
+        Composition::SingleToken,
+    )?;
     let pli = s.per_layer_input(i)?.clone();
     let [h] = s
         .run(i, Stage::Post, donor_full_plain_ple_scalar_export_post, &[h, &o, &pli])?;
@@ -308,7 +348,13 @@ fn sharer_sliding_plain_ple_scalar_pre(
     let [h] = step::args("sharer_sliding_plain_ple_scalar_pre", i, a)?;
     let w = &m.weights.layers[i];
     let x = blocks::input_norm(m, w, &h)?;
-    let q = blocks::queries(m, &w.attn, &x, m.config.head_dim as i32)?;
+    let q = blocks::queries(
+        m,
+        &w.attn,
+        &x,
+        m.config.head_dim as i32,
+        Composition::SingleToken,
+    )?;
     Ok(vec![q])
 }
 
@@ -320,10 +366,14 @@ fn sharer_sliding_plain_ple_scalar_post(
 ) -> Result<Vec<Array>> {
     let [h, o, pli] = step::args("sharer_sliding_plain_ple_scalar_post", i, a)?;
     let w = &m.weights.layers[i];
-    let h = blocks::attention_out(m, w, &h, &o)?;
-    let h = blocks::dense_ffn(m, w, &h, Projections::Fused)?;
-    let h = blocks::per_layer_gate(m, blocks::ple_weights(w, i)?, &h, &pli)?;
-    let h = blocks::layer_scalar(&h, blocks::scalar_weight(w, i)?)?;
+    let h = blocks::attention_out(m, w, &h, &o, Composition::SingleToken)?;
+    let h = blocks::dense_ffn(m, w, &h, Composition::SingleToken)?;
+    let h = blocks::scaled_residual(
+        &h,
+        &blocks::per_layer_delta(m, blocks::ple_weights(w, i)?, &h, &pli)?,
+        blocks::scalar_weight(w, i)?,
+        Composition::SingleToken,
+    )?;
     Ok(vec![h])
 }
 
@@ -341,7 +391,13 @@ fn sharer_sliding_plain_ple_scalar(
     };
     let [q] = s.run(i, Stage::Pre, sharer_sliding_plain_ple_scalar_pre, &[h])?;
     let q = blocks::rope(&m.rope_sliding, &q, shared.offset)?;
-    let o = sdpa(&q, keys, values, s.mask(LayerType::Sliding))?;
+    let o = sdpa_with(
+        &q,
+        keys,
+        values,
+        s.mask(LayerType::Sliding),
+        Composition::SingleToken,
+    )?;
     let pli = s.per_layer_input(i)?.clone();
     let [h] = s
         .run(i, Stage::Post, sharer_sliding_plain_ple_scalar_post, &[h, &o, &pli])?;
@@ -357,7 +413,13 @@ fn sharer_full_plain_ple_scalar_pre(
     let [h] = step::args("sharer_full_plain_ple_scalar_pre", i, a)?;
     let w = &m.weights.layers[i];
     let x = blocks::input_norm(m, w, &h)?;
-    let q = blocks::queries(m, &w.attn, &x, m.config.global_head_dim as i32)?;
+    let q = blocks::queries(
+        m,
+        &w.attn,
+        &x,
+        m.config.global_head_dim as i32,
+        Composition::SingleToken,
+    )?;
     Ok(vec![q])
 }
 
@@ -369,10 +431,14 @@ fn sharer_full_plain_ple_scalar_post(
 ) -> Result<Vec<Array>> {
     let [h, o, pli] = step::args("sharer_full_plain_ple_scalar_post", i, a)?;
     let w = &m.weights.layers[i];
-    let h = blocks::attention_out(m, w, &h, &o)?;
-    let h = blocks::dense_ffn(m, w, &h, Projections::Fused)?;
-    let h = blocks::per_layer_gate(m, blocks::ple_weights(w, i)?, &h, &pli)?;
-    let h = blocks::layer_scalar(&h, blocks::scalar_weight(w, i)?)?;
+    let h = blocks::attention_out(m, w, &h, &o, Composition::SingleToken)?;
+    let h = blocks::dense_ffn(m, w, &h, Composition::SingleToken)?;
+    let h = blocks::scaled_residual(
+        &h,
+        &blocks::per_layer_delta(m, blocks::ple_weights(w, i)?, &h, &pli)?,
+        blocks::scalar_weight(w, i)?,
+        Composition::SingleToken,
+    )?;
     Ok(vec![h])
 }
 
@@ -390,7 +456,13 @@ fn sharer_full_plain_ple_scalar(
     };
     let [q] = s.run(i, Stage::Pre, sharer_full_plain_ple_scalar_pre, &[h])?;
     let q = blocks::rope(&m.rope_full, &q, shared.offset)?;
-    let o = sdpa(&q, keys, values, s.mask(LayerType::Full))?;
+    let o = sdpa_with(
+        &q,
+        keys,
+        values,
+        s.mask(LayerType::Full),
+        Composition::SingleToken,
+    )?;
     let pli = s.per_layer_input(i)?.clone();
     let [h] = s.run(i, Stage::Post, sharer_full_plain_ple_scalar_post, &[h, &o, &pli])?;
     Ok(h)

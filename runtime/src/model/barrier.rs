@@ -7,7 +7,10 @@
 //! layer, and every op of the layer on its own, gave one
 //! (`scripts/cuda-determinism.py`, BENCHMARKS.md). With our quantized caches a barrier per
 //! layer still left `parity --full gemma4-26b-a4b` failing at that prefill; one after
-//! attention as well made all 2,053 steps byte-equal. Evaluating does not change what is
+//! attention as well made all 2,053 steps byte-equal. The barrier must wait: the same
+//! cuts made with `async_eval`, the host building the next piece while the device runs
+//! this one, failed that gate at its first window-crossing prefill (row 280,
+//! `benchmarks/h200-2026-12-01e/run1-*`). Evaluating does not change what is
 //! computed, only when, so the barrier keeps the bits of the CPU and Metal; the monolith
 //! and generated code both pass through it at the same points. Single-token steps
 //! (decode) are left as one graph: they matched in every gate run, and a barrier there

@@ -7,6 +7,7 @@ use mlx_rs::{Array, Dtype};
 
 use crate::cache::QuantTriple;
 use crate::error::Result;
+use crate::nn::composition::Composition;
 use crate::nn::mask::AttnMask;
 use crate::nn::scalar;
 use crate::quantization::QuantSpec;
@@ -21,6 +22,72 @@ pub fn sdpa(q: &Array, k: &Array, v: &Array, mask: &AttnMask) -> Result<Array> {
     Ok(mlx_rs::fast::scaled_dot_product_attention(
         q, k, v, 1.0, mask, None,
     )?)
+}
+
+/// [`sdpa`], or under [`Composition::SingleToken`] for one query token without a mask,
+/// where MLX would run its op-by-op fallback rather than a fused kernel: that fallback's
+/// ops without its multiplication by the scale 1.0 (`x * 1.0` is `x`, bit for bit),
+/// two ops fewer per layer. Where MLX has a fused kernel for these shapes (Metal), this
+/// is [`sdpa`].
+pub fn sdpa_with(
+    q: &Array,
+    k: &Array,
+    v: &Array,
+    mask: &AttnMask,
+    composition: Composition,
+) -> Result<Array> {
+    let one_token = q.ndim() == 4 && composition.single(q.dim(2));
+    if !one_token || !matches!(mask, AttnMask::None) || !mlx_decomposes(q, k, v)? {
+        return sdpa(q, k, v, mask);
+    }
+    let (heads, kv_heads) = (q.dim(1), k.dim(1));
+    let repeats = heads / kv_heads;
+    let (q, k, v) = if repeats > 1 {
+        (
+            mlx_rs::ops::unflatten(q, 1, &[kv_heads, repeats])?,
+            k.expand_dims(2)?,
+            v.expand_dims(2)?,
+        )
+    } else {
+        (q.clone(), k.clone(), v.clone())
+    };
+    let scores = mlx_rs::ops::matmul(&q, k.swap_axes(-1, -2)?)?;
+    let probs = mlx_rs::ops::softmax_axis(&scores, -1, true)?;
+    let out = mlx_rs::ops::matmul(&probs, &v)?;
+    if repeats > 1 {
+        Ok(mlx_rs::ops::flatten(&out, 1, 2)?)
+    } else {
+        Ok(out)
+    }
+}
+
+/// Whether MLX builds `fast::scaled_dot_product_attention` for these query, key and
+/// value shapes (one query token, no mask) from its op-by-op fallback rather than its
+/// fused kernel: asked once per shape of the heads by building it on zeros and looking
+/// for the fused primitive in the graph. The number of cached rows is left out of the
+/// question: MLX 0.32.2 decides by the head size and `query rows <= key rows`.
+fn mlx_decomposes(q: &Array, k: &Array, v: &Array) -> Result<bool> {
+    type Key = (Vec<i32>, i32, i32, i32, Dtype);
+    thread_local! {
+        static ANSWERS: std::cell::RefCell<std::collections::HashMap<Key, bool>> =
+            std::cell::RefCell::new(std::collections::HashMap::new());
+    }
+    let key: Key = (
+        q.shape().to_vec(),
+        k.dim(1),
+        k.dim(-1),
+        v.dim(-1),
+        q.dtype(),
+    );
+    if let Some(known) = ANSWERS.with(|a| a.borrow().get(&key).copied()) {
+        return Ok(known);
+    }
+    let zeros = |a: &Array| mlx_rs::ops::zeros_dtype(a.shape(), a.dtype());
+    let out = sdpa(&zeros(q)?, &zeros(k)?, &zeros(v)?, &AttnMask::None)?;
+    let dot = crate::graph::dot(&[&out])?;
+    let decomposes = !crate::graph::primitives(&dot).any(|p| p == "ScaledDotProductAttention");
+    ANSWERS.with(|a| a.borrow_mut().insert(key, decomposes));
+    Ok(decomposes)
 }
 
 /// Attention over quantized K/V triples: reshape q for GQA (the K/V triples get a

@@ -8,10 +8,11 @@
 //! gate/up instead of two.
 
 use mlx_rs::Array;
-use mlx_rs::ops::indexing::{Ellipsis, TryIndexOp};
+use mlx_rs::ops::indexing::TryIndexOp;
 
 use crate::error::Result;
 use crate::nn::linear::{Linear, QuantizedWeight};
+use crate::nn::split::split_sizes;
 
 /// Several quantized projections of the same input, fused.
 #[derive(Debug, Clone)]
@@ -100,45 +101,14 @@ impl FusedProjection {
         Ok(Some(fused))
     }
 
-    /// The parts' products `x Wᵢᵀ`, in order, from one quantized matmul.
+    /// The parts' products `x Wᵢᵀ`, in order, from one quantized matmul split by one
+    /// `split` (one op for all the parts, where a slice each would be one op per part).
     pub fn forward(&self, x: &Array) -> Result<Vec<Array>> {
-        let y = self.weight.matmul_t(x)?;
-        let mut start = 0;
-        let mut parts = Vec::with_capacity(self.outs.len());
-        for &n in &self.outs {
-            parts.push(y.try_index((Ellipsis, start..start + n))?);
-            start += n;
-        }
-        Ok(parts)
+        split_sizes(&self.weight.matmul_t(x)?, &self.outs, -1)
     }
 
     /// How many projections are fused.
     pub fn parts(&self) -> usize {
         self.outs.len()
-    }
-}
-
-/// Which form of a layer's projections a forward pass uses.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Projections {
-    /// One matmul per weight, as the reference composes them (what the monolith runs).
-    Separate,
-    /// The fused matmul, where the layer has one and the step is a single token (one
-    /// row per sequence, where it saves kernel launches; a prefill would pay copies to
-    /// split wider products, so it keeps the separate form).
-    Fused,
-}
-
-impl Projections {
-    /// The fused projection to use for input `x` `[B, L, H]`, if any.
-    pub fn pick<'a>(
-        self,
-        fused: Option<&'a FusedProjection>,
-        x: &Array,
-    ) -> Option<&'a FusedProjection> {
-        match self {
-            Projections::Fused if x.ndim() == 3 && x.dim(1) == 1 => fused,
-            _ => None,
-        }
     }
 }

@@ -4,7 +4,8 @@ use mlx_rs::Array;
 
 use crate::error::Result;
 use crate::nn::activation::geglu;
-use crate::nn::fused::{FusedProjection, Projections};
+use crate::nn::composition::Composition;
+use crate::nn::fused::FusedProjection;
 use crate::nn::linear::Linear;
 
 /// The dense GeGLU MLP.
@@ -29,10 +30,10 @@ impl Mlp {
         self.down.forward(&geglu(&g, &u)?)
     }
 
-    /// [`Mlp::forward`], with gate and up from the fused matmul where `projections`
+    /// [`Mlp::forward`], with gate and up from the fused matmul where `composition`
     /// picks it.
-    pub fn forward_with(&self, x: &Array, projections: Projections) -> Result<Array> {
-        match projections.pick(self.gate_up.as_ref(), x) {
+    pub fn forward_with(&self, x: &Array, composition: Composition) -> Result<Array> {
+        match composition.fused(self.gate_up.as_ref(), x) {
             None => self.forward(x),
             Some(f) => {
                 let [g, u]: [Array; 2] = f.forward(x)?.try_into().map_err(|_| {

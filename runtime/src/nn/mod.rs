@@ -5,6 +5,7 @@
 pub mod activation;
 pub mod attention;
 pub mod compiled;
+pub mod composition;
 pub mod embedding;
 pub mod fused;
 pub mod linear;
@@ -12,12 +13,15 @@ pub mod mask;
 pub mod mlp;
 pub mod moe;
 pub mod norm;
+pub mod residual;
 pub mod rope;
 pub mod scalar;
 pub mod scaled;
+pub mod split;
 pub mod swiglu;
 
-pub use attention::{sdpa, sdpa_quantized};
+pub use attention::{sdpa, sdpa_quantized, sdpa_with};
+pub use composition::Composition;
 pub use embedding::Embedding;
 pub use linear::Linear;
 pub use mask::AttnMask;

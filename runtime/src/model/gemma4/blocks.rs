@@ -11,7 +11,7 @@ use crate::cache::{AnyCache, Kv};
 use crate::config::LayerType;
 use crate::error::{Error, Result};
 use crate::nn::activation::{gelu_approx, logit_softcap};
-pub use crate::nn::fused::Projections;
+pub use crate::nn::composition::Composition;
 use crate::nn::mask::AttnMask;
 use crate::nn::{Rope, rms_norm, scalar, sdpa, sdpa_quantized};
 
@@ -100,6 +100,21 @@ pub fn per_layer_input(inputs: &StepInputs, i: i32) -> Result<Array> {
     Ok(all.try_index((.., .., i, ..))?)
 }
 
+/// Every layer's slice of the per-layer inputs at once: `[B, L, N, P]` viewed as
+/// `[B, L, N·P]` and split along its last axis ([`crate::nn::split`]), a few ops where
+/// [`per_layer_input`] takes two per layer. Each part is the same view of the same
+/// buffer as that layer's slice (the same offset and strides), so the bytes downstream
+/// are the same.
+pub fn per_layer_inputs(inputs: &StepInputs) -> Result<Vec<Array>> {
+    let all = inputs.per_layer.as_ref().ok_or_else(|| {
+        Error::Unsupported("per-layer inputs of a model without PLE tables".into())
+    })?;
+    let shape = all.shape();
+    let (n, p) = (shape[2], shape[3]);
+    let flat = all.reshape(&[shape[0], shape[1], n * p])?;
+    crate::nn::split::split_sizes(&flat, &vec![p; n as usize], -1)
+}
+
 /// The masks of a step, built from the cache of the first layer of each type.
 pub fn masks(m: &Gemma4, caches: &[AnyCache], len: i32) -> Result<StepMasks> {
     let window = m.config.sliding_window;
@@ -121,33 +136,68 @@ pub fn input_norm(m: &Gemma4, w: &LayerWeights, h: &Array) -> Result<Array> {
     rms_norm(h, Some(&w.input_norm), m.eps)
 }
 
-/// Queries `[B, nh, L, D]` before RoPE: `q_proj`, reshape, `q_norm`, transpose.
-pub fn queries(m: &Gemma4, w: &AttnWeights, x: &Array, head_dim: i32) -> Result<Array> {
-    finish_queries(m, w, &w.q_proj.forward(x)?, head_dim)
+/// Queries `[B, nh, L, D]` before RoPE: `q_proj`, reshape, `q_norm`, transpose (one
+/// reshape for the heads under [`Composition::SingleToken`]).
+pub fn queries(
+    m: &Gemma4,
+    w: &AttnWeights,
+    x: &Array,
+    head_dim: i32,
+    composition: Composition,
+) -> Result<Array> {
+    finish_queries(m, w, &w.q_proj.forward(x)?, head_dim, composition)
+}
+
+/// `[B, L, n·D]` split into `n` heads of `D` ahead of a norm over the last axis: the
+/// reference's `[B, L, n, D]`, or for one token under [`Composition::SingleToken`]
+/// already `[B, n, 1, D]` (the transpose after the norm would only move an axis of
+/// length 1, so the bytes are in the same order).
+fn split_heads(x: &Array, n: i32, head_dim: i32, composition: Composition) -> Result<Array> {
+    let (b, l) = (x.dim(0), x.dim(1));
+    if composition.single(l) {
+        Ok(x.reshape(&[b, n, l, head_dim])?)
+    } else {
+        Ok(x.reshape(&[b, l, n, head_dim])?)
+    }
+}
+
+/// Normed heads from [`split_heads`] as `[B, n, L, D]`: the reference's transpose, or
+/// nothing for the single-token form.
+fn heads_first(x: Array, single: bool) -> Result<Array> {
+    if single {
+        Ok(x)
+    } else {
+        Ok(x.transpose_axes(&[0, 2, 1, 3])?)
+    }
 }
 
 /// The queries from the `q_proj` product `[B, L, nh·D]`.
-fn finish_queries(m: &Gemma4, w: &AttnWeights, q: &Array, head_dim: i32) -> Result<Array> {
-    let (b, l) = (q.dim(0), q.dim(1));
-    let heads = m.config.num_attention_heads as i32;
-    let q = q.reshape(&[b, l, heads, head_dim])?;
-    let q = rms_norm(&q, Some(&w.q_norm), m.eps)?;
-    Ok(q.transpose_axes(&[0, 2, 1, 3])?)
+fn finish_queries(
+    m: &Gemma4,
+    w: &AttnWeights,
+    q: &Array,
+    head_dim: i32,
+    composition: Composition,
+) -> Result<Array> {
+    let n = m.config.num_attention_heads as i32;
+    let single = composition.single(q.dim(1));
+    let q = split_heads(q, n, head_dim, composition)?;
+    heads_first(rms_norm(&q, Some(&w.q_norm), m.eps)?, single)
 }
 
 /// A donor's queries, keys and values, as [`queries`] and [`keys_values`] give them; with
-/// [`Projections::Fused`] on a single-token step, from the layer's one fused matmul.
+/// [`Composition::SingleToken`] on a single-token step, from the layer's one fused matmul.
 pub fn queries_keys_values(
     m: &Gemma4,
     w: &AttnWeights,
     x: &Array,
     head_dim: i32,
     k_eq_v: bool,
-    projections: Projections,
+    composition: Composition,
 ) -> Result<(Array, Array, Array)> {
-    let Some(fused) = projections.pick(w.qkv.as_ref(), x) else {
-        let q = queries(m, w, x, head_dim)?;
-        let (k, v) = keys_values(m, w, x, head_dim, k_eq_v)?;
+    let Some(fused) = composition.fused(w.qkv.as_ref(), x) else {
+        let q = queries(m, w, x, head_dim, composition)?;
+        let (k, v) = keys_values(m, w, x, head_dim, k_eq_v, composition)?;
         return Ok((q, k, v));
     };
     let mut parts = fused.forward(x)?.into_iter();
@@ -156,10 +206,10 @@ pub fn queries_keys_values(
             .next()
             .ok_or_else(|| Error::Unsupported("a fused q/k/v with too few parts".into()))
     };
-    let q = finish_queries(m, w, &next()?, head_dim)?;
+    let q = finish_queries(m, w, &next()?, head_dim, composition)?;
     let k_raw = next()?;
     let v_raw = if k_eq_v { None } else { Some(next()?) };
-    let (k, v) = finish_keys_values(m, w, &k_raw, v_raw.as_ref(), head_dim)?;
+    let (k, v) = finish_keys_values(m, w, &k_raw, v_raw.as_ref(), head_dim, composition)?;
     Ok((q, k, v))
 }
 
@@ -171,6 +221,7 @@ pub fn keys_values(
     x: &Array,
     head_dim: i32,
     k_eq_v: bool,
+    composition: Composition,
 ) -> Result<(Array, Array)> {
     let missing = |what: &str| Error::Unsupported(format!("a donor layer without {what}"));
     let k_proj = w.k_proj.as_ref().ok_or_else(|| missing("k_proj"))?;
@@ -181,7 +232,7 @@ pub fn keys_values(
         let v_proj = w.v_proj.as_ref().ok_or_else(|| missing("v_proj"))?;
         Some(v_proj.forward(x)?)
     };
-    finish_keys_values(m, w, &k_raw, v_raw.as_ref(), head_dim)
+    finish_keys_values(m, w, &k_raw, v_raw.as_ref(), head_dim, composition)
 }
 
 /// Keys and values from the `k_proj` and `v_proj` products `[B, L, nKv·D]` (no `v_proj`
@@ -192,20 +243,21 @@ fn finish_keys_values(
     k_raw: &Array,
     v_raw: Option<&Array>,
     head_dim: i32,
+    composition: Composition,
 ) -> Result<(Array, Array)> {
-    let (b, l) = (k_raw.dim(0), k_raw.dim(1));
     let k_norm = w
         .k_norm
         .as_ref()
         .ok_or_else(|| Error::Unsupported("a donor layer without k_norm".into()))?;
     let kv_heads = k_raw.dim(-1) / head_dim;
-    let k_raw = k_raw.reshape(&[b, l, kv_heads, head_dim])?;
+    let single = composition.single(k_raw.dim(1));
+    let k_raw = split_heads(k_raw, kv_heads, head_dim, composition)?;
     let v_raw = match v_raw {
         None => k_raw.clone(),
-        Some(v) => v.reshape(&[b, l, kv_heads, head_dim])?,
+        Some(v) => split_heads(v, kv_heads, head_dim, composition)?,
     };
-    let k = rms_norm(&k_raw, Some(k_norm), m.eps)?.transpose_axes(&[0, 2, 1, 3])?;
-    let v = rms_norm(&v_raw, None, m.eps)?.transpose_axes(&[0, 2, 1, 3])?;
+    let k = heads_first(rms_norm(&k_raw, Some(k_norm), m.eps)?, single)?;
+    let v = heads_first(rms_norm(&v_raw, None, m.eps)?, single)?;
     Ok((k, v))
 }
 
@@ -222,65 +274,121 @@ pub fn attend(q: &Array, kv: &Kv, mask: &AttnMask) -> Result<Array> {
     }
 }
 
-/// `o_proj` of the attention output `[B, nh, L, D]`, then `post_attention_layernorm` and
-/// the residual add.
-pub fn attention_out(m: &Gemma4, w: &LayerWeights, h: &Array, o: &Array) -> Result<Array> {
+/// `o_proj` of the attention output `[B, nh, L, D]` (its heads back to `[B, L, nh·D]`:
+/// transpose and reshape, or under [`Composition::SingleToken`] for one token the
+/// reshape alone), then `post_attention_layernorm` and the residual add.
+pub fn attention_out(
+    m: &Gemma4,
+    w: &LayerWeights,
+    h: &Array,
+    o: &Array,
+    composition: Composition,
+) -> Result<Array> {
     let (b, l) = (o.dim(0), o.dim(2));
-    let o = o.transpose_axes(&[0, 2, 1, 3])?.reshape(&[b, l, -1])?;
+    let o = if composition.single(l) {
+        o.reshape(&[b, l, -1])?
+    } else {
+        o.transpose_axes(&[0, 2, 1, 3])?.reshape(&[b, l, -1])?
+    };
     let a = w.attn.o_proj.forward(&o)?;
     let a = rms_norm(&a, Some(&w.post_attn_norm), m.eps)?;
     Ok(mlx_rs::ops::add(h, &a)?)
 }
 
 /// The dense feed-forward block with its norms and residual; with
-/// [`Projections::Fused`], gate and up from one matmul where the layer has it.
+/// [`Composition::SingleToken`], gate and up from one matmul where the layer has it.
 pub fn dense_ffn(
     m: &Gemma4,
     w: &LayerWeights,
     h: &Array,
-    projections: Projections,
+    composition: Composition,
+) -> Result<Array> {
+    Ok(mlx_rs::ops::add(h, dense_ffn_delta(m, w, h, composition)?)?)
+}
+
+/// What [`dense_ffn`] adds to `h`.
+pub fn dense_ffn_delta(
+    m: &Gemma4,
+    w: &LayerWeights,
+    h: &Array,
+    composition: Composition,
 ) -> Result<Array> {
     let f = rms_norm(h, Some(&w.pre_ffn_norm), m.eps)?;
-    let f = w.mlp.forward_with(&f, projections)?;
-    let f = rms_norm(&f, Some(&w.post_ffn_norm), m.eps)?;
-    Ok(mlx_rs::ops::add(h, &f)?)
+    let f = w.mlp.forward_with(&f, composition)?;
+    rms_norm(&f, Some(&w.post_ffn_norm), m.eps)
 }
 
 /// The MoE feed-forward block: the dense MLP and the experts in parallel from the same
 /// `h`, the router reading the raw `h`, each branch normed, summed, normed, added
-/// (`projections` as in [`dense_ffn`], for the dense MLP).
+/// (`composition` as in [`dense_ffn`], for the dense MLP).
 pub fn moe_ffn(
     m: &Gemma4,
     w: &LayerWeights,
     moe: &MoeWeights,
     h: &Array,
-    projections: Projections,
+    composition: Composition,
+) -> Result<Array> {
+    Ok(mlx_rs::ops::add(
+        h,
+        moe_ffn_delta(m, w, moe, h, composition)?,
+    )?)
+}
+
+/// What [`moe_ffn`] adds to `h`.
+pub fn moe_ffn_delta(
+    m: &Gemma4,
+    w: &LayerWeights,
+    moe: &MoeWeights,
+    h: &Array,
+    composition: Composition,
 ) -> Result<Array> {
     let f1 = rms_norm(h, Some(&w.pre_ffn_norm), m.eps)?;
-    let f1 = w.mlp.forward_with(&f1, projections)?;
+    let f1 = w.mlp.forward_with(&f1, composition)?;
     let f1 = rms_norm(&f1, Some(&moe.post_ffn_norm_1), m.eps)?;
     let (idx, weights) = moe.moe.route(h, m.eps)?;
     let f2 = rms_norm(h, Some(&moe.pre_ffn_norm_2), m.eps)?;
     let f2 = moe.moe.experts(&f2, &idx, &weights)?;
     let f2 = rms_norm(&f2, Some(&moe.post_ffn_norm_2), m.eps)?;
     let f = mlx_rs::ops::add(&f1, &f2)?;
-    let f = rms_norm(&f, Some(&w.post_ffn_norm), m.eps)?;
-    Ok(mlx_rs::ops::add(h, &f)?)
+    rms_norm(&f, Some(&w.post_ffn_norm), m.eps)
 }
 
 /// The per-layer-input gate: `h + norm(proj(gelu(gate(h)) * pli))`.
 pub fn per_layer_gate(m: &Gemma4, w: &PleWeights, h: &Array, pli: &Array) -> Result<Array> {
+    Ok(mlx_rs::ops::add(h, per_layer_delta(m, w, h, pli)?)?)
+}
+
+/// What [`per_layer_gate`] adds to `h`.
+pub fn per_layer_delta(m: &Gemma4, w: &PleWeights, h: &Array, pli: &Array) -> Result<Array> {
     let g = w.gate.forward(h)?;
     let g = gelu_approx(&g)?;
     let g = mlx_rs::ops::multiply(&g, pli)?;
     let g = w.projection.forward(&g)?;
-    let g = rms_norm(&g, Some(&w.post_norm), m.eps)?;
-    Ok(mlx_rs::ops::add(h, &g)?)
+    rms_norm(&g, Some(&w.post_norm), m.eps)
 }
 
 /// `h * layer_scalar` (the whole residual stream).
 pub fn layer_scalar(h: &Array, scalar: &Array) -> Result<Array> {
     Ok(mlx_rs::ops::multiply(h, scalar)?)
+}
+
+/// A layer's last residual add and its scalar, `(h + delta) * scalar`: under
+/// [`Composition::SingleToken`] for one token as one compiled kernel
+/// ([`crate::nn::residual`], the bytes of the add then [`layer_scalar`]), else the two
+/// ops. Prefills keep the two: with the compiled kernel in a gemma4-26b-a4b prefill on
+/// MLX 0.32.2 CUDA the gate failed at its first prefill
+/// (`benchmarks/h200-2026-12-01e/run2-*`), while single-token steps matched.
+pub fn scaled_residual(
+    h: &Array,
+    delta: &Array,
+    scalar: &Array,
+    composition: Composition,
+) -> Result<Array> {
+    if h.ndim() == 3 && composition.single(h.dim(1)) {
+        crate::nn::residual::scaled_residual(h, delta, scalar)
+    } else {
+        layer_scalar(&mlx_rs::ops::add(h, delta)?, scalar)
+    }
 }
 
 /// Final norm, head (tied or not) and softcap: logits `[B, L, vocab]` in the activation

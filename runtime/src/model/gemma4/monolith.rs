@@ -9,7 +9,7 @@ use std::rc::Rc;
 use mlx_rs::Array;
 
 use super::Gemma4;
-use super::blocks::{self, Projections, SharedKv};
+use super::blocks::{self, Composition, SharedKv};
 use crate::cache::AnyCache;
 use crate::error::{Error, Result};
 use crate::model::{LanguageModel, ModelRef};
@@ -28,12 +28,19 @@ pub fn forward(m: &Gemma4, tokens: &Array, caches: &mut [AnyCache]) -> Result<Ar
         let rope = m.rope(layer.attention);
         let mask = masks.of(layer.attention);
         let x = blocks::input_norm(m, w, &h)?;
-        let q = blocks::queries(m, &w.attn, &x, head_dim)?;
+        let q = blocks::queries(m, &w.attn, &x, head_dim, Composition::Reference)?;
         let kv = match layer.kv {
             KvRole::Donor { cache, .. } => {
                 let c = &mut caches[cache];
                 let offset = c.offset() as i32;
-                let (k, v) = blocks::keys_values(m, &w.attn, &x, head_dim, layer.flags.k_eq_v)?;
+                let (k, v) = blocks::keys_values(
+                    m,
+                    &w.attn,
+                    &x,
+                    head_dim,
+                    layer.flags.k_eq_v,
+                    Composition::Reference,
+                )?;
                 let k = blocks::rope(rope, &k, offset)?;
                 let kv = c.update_and_fetch(&k, &v)?;
                 SharedKv { kv, offset }
@@ -47,11 +54,11 @@ pub fn forward(m: &Gemma4, tokens: &Array, caches: &mut [AnyCache]) -> Result<Ar
         let q = blocks::rope(rope, &q, kv.offset)?;
         let o = blocks::attend(&q, &kv.kv, mask)?;
         crate::model::barrier::attention_done(&o)?;
-        h = blocks::attention_out(m, w, &h, &o)?;
+        h = blocks::attention_out(m, w, &h, &o, Composition::Reference)?;
         h = if layer.flags.moe {
-            blocks::moe_ffn(m, w, blocks::moe_weights(w, i)?, &h, Projections::Separate)?
+            blocks::moe_ffn(m, w, blocks::moe_weights(w, i)?, &h, Composition::Reference)?
         } else {
-            blocks::dense_ffn(m, w, &h, Projections::Separate)?
+            blocks::dense_ffn(m, w, &h, Composition::Reference)?
         };
         if layer.flags.per_layer_input {
             let pli = blocks::per_layer_input(&inputs, i as i32)?;

@@ -116,9 +116,7 @@ fn embed_stage(m: &Gemma4, _layer: usize, args: &[Array]) -> Result<Vec<Array>> 
     let mut out = Vec::with_capacity(1 + m.config.num_hidden_layers);
     out.push(inputs.h.clone());
     if inputs.per_layer.is_some() {
-        for i in 0..m.config.num_hidden_layers {
-            out.push(blocks::per_layer_input(&inputs, i as i32)?);
-        }
+        out.extend(blocks::per_layer_inputs(&inputs)?);
     }
     Ok(out)
 }

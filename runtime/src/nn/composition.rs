@@ -1,0 +1,46 @@
+//! How a block composes its ops: as the reference does, or in a single-token step's
+//! shorter form.
+//!
+//! For one token per sequence several of the reference's ops change no bit: the three
+//! projections of q, k and v (and gate and up) can be one matmul whose product is split
+//! ([`crate::nn::fused`]), a `[B, 1, n·D]` projection becomes `[B, n, 1, D]` heads by
+//! one reshape where the reference reshapes and transposes (the transpose moves an axis
+//! of length 1, so the bytes are in the same order), and attention can skip MLX's
+//! multiplication by the scale 1.0 ([`crate::nn::attention::sdpa_with`]). MLX runs each
+//! op's bookkeeping on the host, about as long as a kernel launch, so fewer ops is a
+//! faster step. `scripts/decode-probe.py` compares each rewrite with the reference's form
+//! byte for byte on a backend; the parity gate compares whole models.
+
+use mlx_rs::Array;
+
+use crate::nn::fused::FusedProjection;
+
+/// Which composition a block uses.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Composition {
+    /// The reference's ops at every length (what the monolith runs).
+    Reference,
+    /// The shorter form where the step has one token per sequence; the reference's ops
+    /// otherwise (a prefill would pay copies to split wider products).
+    SingleToken,
+}
+
+impl Composition {
+    /// Whether a step of `len` tokens per sequence takes the single-token form.
+    pub fn single(self, len: i32) -> bool {
+        self == Composition::SingleToken && len == 1
+    }
+
+    /// The fused projection to use for input `x` `[B, L, H]`, if any.
+    pub fn fused<'a>(
+        self,
+        fused: Option<&'a FusedProjection>,
+        x: &Array,
+    ) -> Option<&'a FusedProjection> {
+        if x.ndim() == 3 && self.single(x.dim(1)) {
+            fused
+        } else {
+            None
+        }
+    }
+}
