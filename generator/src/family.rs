@@ -260,20 +260,29 @@ impl FamilyCode for LlamaCode {
         quote!(&m.rope)
     }
 
+    fn block_imports(&self) -> Vec<TokenStream> {
+        vec![quote!(Composition)]
+    }
+
     fn pre_stage(&self, v: &Variant) -> TokenStream {
         let qk_norm = v.qk_norm;
         quote! {
             let x = blocks::input_norm(m, w, &h)?;
-            let q = blocks::queries(m, &w.attn, &x, #qk_norm)?;
-            let (k, v) = blocks::keys_values(m, &w.attn, &x, #qk_norm)?;
+            let (q, k, v) = blocks::queries_keys_values(
+                m,
+                &w.attn,
+                &x,
+                #qk_norm,
+                Composition::SingleToken,
+            )?;
             Ok(vec![q, k, v])
         }
     }
 
     fn post_stage(&self, _v: &Variant) -> Vec<TokenStream> {
         vec![
-            quote!(blocks::attention_out(w, &h, &o)),
-            quote!(blocks::mlp(m, w, &h)),
+            quote!(blocks::attention_out(w, &h, &o, Composition::SingleToken)),
+            quote!(blocks::mlp(m, w, &h, Composition::SingleToken)),
         ]
     }
 

@@ -265,6 +265,8 @@ fn llama_family_presets_are_specialized_by_their_kv_layout_and_qk_norm() {
             .all(|c| c.function == "donor_full_plain_qknorm")
     );
     let pre = function(&q, "donor_full_plain_qknorm_pre").expect("pre stage");
-    assert!(text(&pre.block).contains("blocks :: queries (m , & w . attn , & x , true)"));
+    assert!(text(&pre.block).contains(
+        "blocks :: queries_keys_values (m , & w . attn , & x , true , Composition :: SingleToken ,)"
+    ));
     assert!(q.text.contains("sdpa_scaled (") || q.text.contains("sdpa_scaled("));
 }

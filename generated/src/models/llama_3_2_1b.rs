@@ -18,7 +18,7 @@ use runtime::fingerprint::Fingerprint;
 use runtime::guard;
 use runtime::mlx_rs::Array;
 use runtime::model::{LanguageModel, ModelRef};
-use runtime::model::llama::blocks;
+use runtime::model::llama::blocks::{self, Composition};
 use runtime::config::LayerType;
 use runtime::model::llama::step::{self, DecodeSegments, LayerStages, Stage, Step};
 use runtime::model::llama::{Llama, monolith};
@@ -68,8 +68,13 @@ fn donor_full_q8g64_pre(m: &Llama, i: usize, a: &[Array]) -> Result<Vec<Array>> 
     let [h] = step::args("donor_full_q8g64_pre", i, a)?;
     let w = &m.weights.layers[i];
     let x = blocks::input_norm(m, w, &h)?;
-    let q = blocks::queries(m, &w.attn, &x, false)?;
-    let (k, v) = blocks::keys_values(m, &w.attn, &x, false)?;
+    let (q, k, v) = blocks::queries_keys_values(
+        m,
+        &w.attn,
+        &x,
+        false,
+        Composition::SingleToken,
+    )?;
     Ok(vec![q, k, v])
 }
 
@@ -77,8 +82,8 @@ fn donor_full_q8g64_pre(m: &Llama, i: usize, a: &[Array]) -> Result<Vec<Array>> 
 fn donor_full_q8g64_post(m: &Llama, i: usize, a: &[Array]) -> Result<Vec<Array>> {
     let [h, o] = step::args("donor_full_q8g64_post", i, a)?;
     let w = &m.weights.layers[i];
-    let h = blocks::attention_out(w, &h, &o)?;
-    let h = blocks::mlp(m, w, &h)?;
+    let h = blocks::attention_out(w, &h, &o, Composition::SingleToken)?;
+    let h = blocks::mlp(m, w, &h, Composition::SingleToken)?;
     Ok(vec![h])
 }
 
@@ -112,8 +117,13 @@ fn donor_full_q4g64_pre(m: &Llama, i: usize, a: &[Array]) -> Result<Vec<Array>> 
     let [h] = step::args("donor_full_q4g64_pre", i, a)?;
     let w = &m.weights.layers[i];
     let x = blocks::input_norm(m, w, &h)?;
-    let q = blocks::queries(m, &w.attn, &x, false)?;
-    let (k, v) = blocks::keys_values(m, &w.attn, &x, false)?;
+    let (q, k, v) = blocks::queries_keys_values(
+        m,
+        &w.attn,
+        &x,
+        false,
+        Composition::SingleToken,
+    )?;
     Ok(vec![q, k, v])
 }
 
@@ -121,8 +131,8 @@ fn donor_full_q4g64_pre(m: &Llama, i: usize, a: &[Array]) -> Result<Vec<Array>> 
 fn donor_full_q4g64_post(m: &Llama, i: usize, a: &[Array]) -> Result<Vec<Array>> {
     let [h, o] = step::args("donor_full_q4g64_post", i, a)?;
     let w = &m.weights.layers[i];
-    let h = blocks::attention_out(w, &h, &o)?;
-    let h = blocks::mlp(m, w, &h)?;
+    let h = blocks::attention_out(w, &h, &o, Composition::SingleToken)?;
+    let h = blocks::mlp(m, w, &h, Composition::SingleToken)?;
     Ok(vec![h])
 }
 

@@ -18,7 +18,7 @@ use runtime::fingerprint::Fingerprint;
 use runtime::guard;
 use runtime::mlx_rs::Array;
 use runtime::model::{LanguageModel, ModelRef};
-use runtime::model::llama::blocks;
+use runtime::model::llama::blocks::{self, Composition};
 use runtime::config::LayerType;
 use runtime::model::llama::step::{self, DecodeSegments, LayerStages, Stage, Step};
 use runtime::model::llama::{Llama, monolith};
@@ -67,8 +67,13 @@ fn donor_full_plain_qknorm_pre(m: &Llama, i: usize, a: &[Array]) -> Result<Vec<A
     let [h] = step::args("donor_full_plain_qknorm_pre", i, a)?;
     let w = &m.weights.layers[i];
     let x = blocks::input_norm(m, w, &h)?;
-    let q = blocks::queries(m, &w.attn, &x, true)?;
-    let (k, v) = blocks::keys_values(m, &w.attn, &x, true)?;
+    let (q, k, v) = blocks::queries_keys_values(
+        m,
+        &w.attn,
+        &x,
+        true,
+        Composition::SingleToken,
+    )?;
     Ok(vec![q, k, v])
 }
 
@@ -76,8 +81,8 @@ fn donor_full_plain_qknorm_pre(m: &Llama, i: usize, a: &[Array]) -> Result<Vec<A
 fn donor_full_plain_qknorm_post(m: &Llama, i: usize, a: &[Array]) -> Result<Vec<Array>> {
     let [h, o] = step::args("donor_full_plain_qknorm_post", i, a)?;
     let w = &m.weights.layers[i];
-    let h = blocks::attention_out(w, &h, &o)?;
-    let h = blocks::mlp(m, w, &h)?;
+    let h = blocks::attention_out(w, &h, &o, Composition::SingleToken)?;
+    let h = blocks::mlp(m, w, &h, Composition::SingleToken)?;
     Ok(vec![h])
 }
 

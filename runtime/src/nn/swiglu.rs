@@ -12,6 +12,8 @@ use mlx_rs::Array;
 
 use crate::error::Result;
 use crate::nn::compiled::{EnvSwitch, call};
+use crate::nn::composition::Composition;
+use crate::nn::fused::FusedProjection;
 use crate::nn::linear::Linear;
 
 thread_local! {
@@ -54,6 +56,9 @@ pub struct SwiGlu {
     pub up: Linear,
     /// down_proj.
     pub down: Linear,
+    /// gate_proj and up_proj as one matmul (quantized weights; `gate` and `up` are then
+    /// views of it).
+    pub gate_up: Option<FusedProjection>,
 }
 
 impl SwiGlu {
@@ -62,5 +67,27 @@ impl SwiGlu {
         let g = self.gate.forward(x)?;
         let u = self.up.forward(x)?;
         self.down.forward(&swiglu(&g, &u)?)
+    }
+
+    /// [`SwiGlu::forward`], with gate and up from the fused matmul where `composition`
+    /// picks it.
+    pub fn forward_with(&self, x: &Array, composition: Composition) -> Result<Array> {
+        match composition.fused(self.gate_up.as_ref(), x) {
+            None => self.forward(x),
+            Some(f) => {
+                let [g, u]: [Array; 2] = f.forward(x)?.try_into().map_err(|_| {
+                    crate::error::Error::Unsupported(
+                        "a fused gate/up of other than two parts".into(),
+                    )
+                })?;
+                self.down.forward(&swiglu(&g, &u)?)
+            }
+        }
+    }
+
+    /// Fuses gate and up (see [`FusedProjection::fuse`]); a no-op for float weights.
+    pub fn fuse(&mut self) -> Result<()> {
+        self.gate_up = FusedProjection::fuse_in_place(&mut [&mut self.gate, &mut self.up])?;
+        Ok(())
     }
 }

@@ -8,6 +8,7 @@ use super::Llama;
 use super::weights::{AttnWeights, LayerWeights};
 use crate::cache::{AnyCache, Kv};
 use crate::error::{Error, Result};
+pub use crate::nn::composition::Composition;
 use crate::nn::mask::AttnMask;
 use crate::nn::scaled::{sdpa_quantized_scaled, sdpa_scaled};
 use crate::nn::{Rope, rms_norm};
@@ -38,16 +39,27 @@ pub fn input_norm(m: &Llama, w: &LayerWeights, h: &Array) -> Result<Array> {
 }
 
 /// `[B, L, heads·D] -> [B, heads, L, D]`, with the head-dim RMSNorm between reshape and
-/// transpose when `norm` is given (Qwen3's q_norm / k_norm).
-fn heads(m: &Llama, x: &Array, norm: Option<&Array>) -> Result<Array> {
+/// transpose when `norm` is given (Qwen3's q_norm / k_norm). For one token under
+/// [`Composition::SingleToken`] one reshape straight to `[B, heads, 1, D]`: the transpose
+/// would only move an axis of length 1, so the bytes are in the same order.
+fn heads(m: &Llama, x: &Array, norm: Option<&Array>, composition: Composition) -> Result<Array> {
     let (b, l) = (x.dim(0), x.dim(1));
     let d = m.config.head_dim as i32;
-    let x = x.reshape(&[b, l, -1, d])?;
+    let single = composition.single(l);
+    let x = if single {
+        x.reshape(&[b, -1, l, d])?
+    } else {
+        x.reshape(&[b, l, -1, d])?
+    };
     let x = match norm {
         Some(w) => rms_norm(&x, Some(w), m.eps)?,
         None => x,
     };
-    Ok(x.transpose_axes(&[0, 2, 1, 3])?)
+    if single {
+        Ok(x)
+    } else {
+        Ok(x.transpose_axes(&[0, 2, 1, 3])?)
+    }
 }
 
 fn norm_weight<'a>(w: &'a Option<Array>, what: &str) -> Result<&'a Array> {
@@ -58,25 +70,72 @@ fn norm_weight<'a>(w: &'a Option<Array>, what: &str) -> Result<&'a Array> {
 /// Queries `[B, nh, L, D]` before RoPE: `q_proj`, reshape, `q_norm` when `qk_norm`,
 /// transpose.
 pub fn queries(m: &Llama, w: &AttnWeights, x: &Array, qk_norm: bool) -> Result<Array> {
-    let q = w.q_proj.forward(x)?;
+    finish_queries(m, w, &w.q_proj.forward(x)?, qk_norm, Composition::Reference)
+}
+
+fn finish_queries(
+    m: &Llama,
+    w: &AttnWeights,
+    q: &Array,
+    qk_norm: bool,
+    composition: Composition,
+) -> Result<Array> {
     let norm = if qk_norm {
         Some(norm_weight(&w.q_norm, "q_norm")?)
     } else {
         None
     };
-    heads(m, &q, norm)
+    heads(m, q, norm, composition)
 }
 
 /// Keys (before RoPE, `k_norm`ed when `qk_norm`) and values, `[B, nKv, L, D]`.
 pub fn keys_values(m: &Llama, w: &AttnWeights, x: &Array, qk_norm: bool) -> Result<(Array, Array)> {
     let k = w.k_proj.forward(x)?;
     let v = w.v_proj.forward(x)?;
+    finish_keys_values(m, w, &k, &v, qk_norm, Composition::Reference)
+}
+
+fn finish_keys_values(
+    m: &Llama,
+    w: &AttnWeights,
+    k: &Array,
+    v: &Array,
+    qk_norm: bool,
+    composition: Composition,
+) -> Result<(Array, Array)> {
     let norm = if qk_norm {
         Some(norm_weight(&w.k_norm, "k_norm")?)
     } else {
         None
     };
-    Ok((heads(m, &k, norm)?, heads(m, &v, None)?))
+    Ok((
+        heads(m, k, norm, composition)?,
+        heads(m, v, None, composition)?,
+    ))
+}
+
+/// Queries, keys and values as [`queries`] and [`keys_values`] give them; under
+/// [`Composition::SingleToken`] for one token, from the layer's one fused matmul with
+/// the heads made by reshape.
+pub fn queries_keys_values(
+    m: &Llama,
+    w: &AttnWeights,
+    x: &Array,
+    qk_norm: bool,
+    composition: Composition,
+) -> Result<(Array, Array, Array)> {
+    let Some(fused) = composition.fused(w.qkv.as_ref(), x) else {
+        let q = queries(m, w, x, qk_norm)?;
+        let (k, v) = keys_values(m, w, x, qk_norm)?;
+        return Ok((q, k, v));
+    };
+    let [q, k, v]: [Array; 3] = fused
+        .forward(x)?
+        .try_into()
+        .map_err(|_| Error::Unsupported("a fused q/k/v of other than three parts".into()))?;
+    let q = finish_queries(m, w, &q, qk_norm, composition)?;
+    let (k, v) = finish_keys_values(m, w, &k, &v, qk_norm, composition)?;
+    Ok((q, k, v))
 }
 
 /// RoPE at `offset`.
@@ -95,18 +154,30 @@ pub fn attend(m: &Llama, q: &Array, kv: &Kv, mask: &AttnMask) -> Result<Array> {
     }
 }
 
-/// `h + o_proj(o)` for the attention output `o` `[B, nh, L, D]`.
-pub fn attention_out(w: &LayerWeights, h: &Array, o: &Array) -> Result<Array> {
+/// `h + o_proj(o)` for the attention output `o` `[B, nh, L, D]` (its heads back to
+/// `[B, L, nh·D]` by transpose and reshape, or for one token under
+/// [`Composition::SingleToken`] the reshape alone).
+pub fn attention_out(
+    w: &LayerWeights,
+    h: &Array,
+    o: &Array,
+    composition: Composition,
+) -> Result<Array> {
     let (b, l) = (o.dim(0), o.dim(2));
-    let o = o.transpose_axes(&[0, 2, 1, 3])?.reshape(&[b, l, -1])?;
+    let o = if composition.single(l) {
+        o.reshape(&[b, l, -1])?
+    } else {
+        o.transpose_axes(&[0, 2, 1, 3])?.reshape(&[b, l, -1])?
+    };
     let a = w.attn.o_proj.forward(&o)?;
     Ok(mlx_rs::ops::add(h, &a)?)
 }
 
-/// `h + mlp(post_attention_layernorm(h))`, the MLP a SwiGLU.
-pub fn mlp(m: &Llama, w: &LayerWeights, h: &Array) -> Result<Array> {
+/// `h + mlp(post_attention_layernorm(h))`, the MLP a SwiGLU (gate and up from one
+/// matmul where `composition` picks the fused form).
+pub fn mlp(m: &Llama, w: &LayerWeights, h: &Array, composition: Composition) -> Result<Array> {
     let f = rms_norm(h, Some(&w.post_attn_norm), m.eps)?;
-    let f = w.mlp.forward(&f)?;
+    let f = w.mlp.forward_with(&f, composition)?;
     Ok(mlx_rs::ops::add(h, &f)?)
 }
 

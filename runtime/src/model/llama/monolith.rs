@@ -7,7 +7,7 @@ use std::rc::Rc;
 use mlx_rs::Array;
 
 use super::Llama;
-use super::blocks;
+use super::blocks::{self, Composition};
 use crate::cache::AnyCache;
 use crate::error::Result;
 use crate::model::{LanguageModel, ModelRef};
@@ -34,8 +34,8 @@ pub fn forward(m: &Llama, tokens: &Array, caches: &mut [AnyCache]) -> Result<Arr
         let kv = c.update_and_fetch(&k, &v)?;
         let o = blocks::attend(m, &q, &kv, &mask)?;
         crate::model::barrier::attention_done(&o)?;
-        h = blocks::attention_out(w, &h, &o)?;
-        h = blocks::mlp(m, w, &h)?;
+        h = blocks::attention_out(w, &h, &o, Composition::Reference)?;
+        h = blocks::mlp(m, w, &h, Composition::Reference)?;
         crate::model::barrier::layer_done(&h)?;
     }
     blocks::head(m, &h)

@@ -7,6 +7,7 @@ use mlx_rs::{Array, Dtype};
 
 use super::config::LlamaConfig;
 use crate::error::{Error, Result};
+use crate::nn::fused::FusedProjection;
 use crate::nn::swiglu::SwiGlu;
 use crate::nn::{Embedding, Linear};
 use crate::weights::catalog::Catalog;
@@ -27,6 +28,9 @@ pub struct AttnWeights {
     pub q_norm: Option<Array>,
     /// k_norm weight `[D]` (Qwen3).
     pub k_norm: Option<Array>,
+    /// q_proj, k_proj and v_proj as one matmul (quantized weights; the three are then
+    /// views of it).
+    pub qkv: Option<FusedProjection>,
 }
 
 /// One decoder layer.
@@ -132,7 +136,7 @@ impl LlamaWeights {
         }
         let names = expect.finish();
         let mut t = Loaded::new(catalog.load(&names, on_file)?);
-        let weights = build(config, &storage, &mut t)?;
+        let mut weights = build(config, &storage, &mut t)?;
         mlx_rs::transforms::eval(weights.arrays()).map_err(|e| {
             Error::weights(
                 catalog.dir.display().to_string(),
@@ -140,7 +144,22 @@ impl LlamaWeights {
                 format!("reading the tensors failed: {e}"),
             )
         })?;
+        weights.fuse_projections()?;
         Ok(weights)
+    }
+
+    /// Fuses each layer's q/k/v and gate/up projections where their weights allow (see
+    /// [`FusedProjection`]), a layer at a time; the separate projections become views of
+    /// the fused weights, so the monolith computes as before and generated single-token
+    /// steps may take one matmul.
+    fn fuse_projections(&mut self) -> Result<()> {
+        for l in &mut self.layers {
+            let a = &mut l.attn;
+            a.qkv =
+                FusedProjection::fuse_in_place(&mut [&mut a.q_proj, &mut a.k_proj, &mut a.v_proj])?;
+            l.mlp.fuse()?;
+        }
+        Ok(())
     }
 
     /// Every weight array.
@@ -222,6 +241,7 @@ fn build(
             gate: linear(format!("{pre}.mlp.gate_proj"))?,
             up: linear(format!("{pre}.mlp.up_proj"))?,
             down: linear(format!("{pre}.mlp.down_proj"))?,
+            gate_up: None,
         };
         let (q_norm, k_norm) = if c.qk_norm {
             (
@@ -241,6 +261,7 @@ fn build(
                 o_proj,
                 q_norm,
                 k_norm,
+                qkv: None,
             },
             mlp,
         });
