@@ -5,11 +5,13 @@
 //! projections of q, k and v (and gate and up) can be one matmul whose product is split
 //! ([`crate::nn::fused`]), a `[B, 1, n·D]` projection becomes `[B, n, 1, D]` heads by
 //! one reshape where the reference reshapes and transposes (the transpose moves an axis
-//! of length 1, so the bytes are in the same order), and attention can skip MLX's
-//! multiplication by the scale 1.0 ([`crate::nn::attention::sdpa_with`]). MLX runs each
-//! op's bookkeeping on the host, about as long as a kernel launch, so fewer ops is a
-//! faster step. `scripts/decode-probe.py` compares each rewrite with the reference's form
-//! byte for byte on a backend; the parity gate compares whole models.
+//! of length 1, so the bytes are in the same order), attention can skip MLX's
+//! multiplication by the scale 1.0 ([`crate::nn::attention::sdpa_with`]), and Gemma 4's
+//! last residual add and layer scalar can be one compiled kernel
+//! ([`crate::nn::residual`]). MLX spends host time on every op it evaluates, so fewer
+//! ops is less host time per step (views cost less of it than kernels).
+//! `scripts/decode-probe.py` compares each rewrite with the reference's form byte for
+//! byte on a backend; the parity gate compares whole models.
 
 use mlx_rs::Array;
 
