@@ -397,12 +397,14 @@ fn report(
             }),
         );
     }
-    let decode = |name: &str| -> Option<f64> {
+    // Each implementation's decode tok/s, repetition by repetition.
+    let per_rep = |name: &str| {
         subjects
             .iter()
             .find(|s| s.name == name)
-            .map(|s| median(&s.reps.iter().map(|r| r.decode_tok_s).collect::<Vec<_>>()))
+            .map(|s| s.reps.iter().map(|r| r.decode_tok_s).collect::<Vec<_>>())
     };
+    let decode = |name: &str| per_rep(name).map(|v| median(&v));
     let mlxlm_decode = mlx_lm.and_then(|v| {
         let reps = v["mlx_lm"].as_array()?;
         let d: Vec<f64> = reps
@@ -416,12 +418,6 @@ fn report(
     // Each repetition runs the implementations back to back, so the ratio within a
     // repetition shares the host's state of the moment; its median is steadier than the
     // ratio of medians on a host whose speed drifts.
-    let per_rep = |name: &str| {
-        subjects
-            .iter()
-            .find(|s| s.name == name)
-            .map(|s| s.reps.iter().map(|r| r.decode_tok_s).collect::<Vec<_>>())
-    };
     let paired = per_rep("generated").zip(per_rep("monolith")).map(|(g, m)| {
         let ratios: Vec<f64> = g.iter().zip(&m).map(|(g, m)| g / m).collect();
         stat(&ratios)

@@ -69,13 +69,13 @@ pub fn sdpa_with(
 /// Gemma 4 head shape on CUDA (`scripts/decode-probe.py`), and the CPU always
 /// decomposes; a backend that decided by the rows would fail the parity gate.
 fn mlx_decomposes(q: &Array, k: &Array, v: &Array) -> Result<bool> {
-    type Key = (Vec<i32>, i32, i32, i32, Dtype);
+    type Key = ([i32; 4], i32, i32, i32, Dtype);
     thread_local! {
         static ANSWERS: std::cell::RefCell<std::collections::HashMap<Key, bool>> =
             std::cell::RefCell::new(std::collections::HashMap::new());
     }
     let key: Key = (
-        q.shape().to_vec(),
+        [q.dim(0), q.dim(1), q.dim(2), q.dim(3)],
         k.dim(1),
         k.dim(-1),
         v.dim(-1),

@@ -15,6 +15,7 @@
 
 use mlx_rs::Array;
 
+use crate::error::Result;
 use crate::nn::fused::FusedProjection;
 
 /// Which composition a block uses.
@@ -43,6 +44,40 @@ impl Composition {
             fused
         } else {
             None
+        }
+    }
+
+    /// `[B, L, n·D]` split into `n` heads of `D` (`n` may be -1) ahead of a norm over the
+    /// last axis: the reference's `[B, L, n, D]`, or for one token in the single-token
+    /// form already `[B, n, 1, D]` (the transpose after the norm would only move an axis
+    /// of length 1, so the bytes are in the same order).
+    pub fn split_heads(self, x: &Array, n: i32, head_dim: i32) -> Result<Array> {
+        let (b, l) = (x.dim(0), x.dim(1));
+        if self.single(l) {
+            Ok(x.reshape(&[b, n, l, head_dim])?)
+        } else {
+            Ok(x.reshape(&[b, l, n, head_dim])?)
+        }
+    }
+
+    /// Heads from [`Composition::split_heads`] of a `len`-token step as `[B, n, L, D]`:
+    /// the reference's transpose, or nothing for the single-token form.
+    pub fn heads_first(self, x: Array, len: i32) -> Result<Array> {
+        if self.single(len) {
+            Ok(x)
+        } else {
+            Ok(x.transpose_axes(&[0, 2, 1, 3])?)
+        }
+    }
+
+    /// Attention output heads `[B, n, L, D]` back to `[B, L, n·D]`: transpose and
+    /// reshape, or for one token in the single-token form the reshape alone.
+    pub fn merge_heads(self, o: &Array) -> Result<Array> {
+        let (b, l) = (o.dim(0), o.dim(2));
+        if self.single(l) {
+            Ok(o.reshape(&[b, l, -1])?)
+        } else {
+            Ok(o.transpose_axes(&[0, 2, 1, 3])?.reshape(&[b, l, -1])?)
         }
     }
 }

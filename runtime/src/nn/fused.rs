@@ -10,7 +10,8 @@
 use mlx_rs::Array;
 use mlx_rs::ops::indexing::TryIndexOp;
 
-use crate::error::Result;
+use crate::error::{Error, Result};
+use crate::nn::composition::Composition;
 use crate::nn::linear::{Linear, QuantizedWeight};
 use crate::nn::split::split_sizes;
 
@@ -107,8 +108,40 @@ impl FusedProjection {
         split_sizes(&self.weight.matmul_t(x)?, &self.outs, -1)
     }
 
+    /// [`FusedProjection::forward`] as exactly `N` parts.
+    pub fn forward_parts<const N: usize>(&self, x: &Array) -> Result<[Array; N]> {
+        let parts = self.forward(x)?;
+        let n = parts.len();
+        parts.try_into().map_err(|_| {
+            Error::Unsupported(format!(
+                "a fused projection of {n} parts where {N} were expected"
+            ))
+        })
+    }
+
     /// How many projections are fused.
     pub fn parts(&self) -> usize {
         self.outs.len()
+    }
+}
+
+/// The products `x Wᵢᵀ` of `linears`: from `fused`, their fused form, where `composition`
+/// picks it for `x`, else one matmul each.
+pub fn products<const N: usize>(
+    linears: [&Linear; N],
+    fused: Option<&FusedProjection>,
+    x: &Array,
+    composition: Composition,
+) -> Result<[Array; N]> {
+    match composition.fused(fused, x) {
+        Some(f) => f.forward_parts(x),
+        None => {
+            let mut out = Vec::with_capacity(N);
+            for l in linears {
+                out.push(l.forward(x)?);
+            }
+            out.try_into()
+                .map_err(|_| Error::Unsupported(format!("other than {N} separate products")))
+        }
     }
 }

@@ -13,7 +13,7 @@ use mlx_rs::Array;
 use crate::error::Result;
 use crate::nn::compiled::{EnvSwitch, call};
 use crate::nn::composition::Composition;
-use crate::nn::fused::FusedProjection;
+use crate::nn::fused::{FusedProjection, products};
 use crate::nn::linear::Linear;
 
 thread_local! {
@@ -72,17 +72,13 @@ impl SwiGlu {
     /// [`SwiGlu::forward`], with gate and up from the fused matmul where `composition`
     /// picks it.
     pub fn forward_with(&self, x: &Array, composition: Composition) -> Result<Array> {
-        match composition.fused(self.gate_up.as_ref(), x) {
-            None => self.forward(x),
-            Some(f) => {
-                let [g, u]: [Array; 2] = f.forward(x)?.try_into().map_err(|_| {
-                    crate::error::Error::Unsupported(
-                        "a fused gate/up of other than two parts".into(),
-                    )
-                })?;
-                self.down.forward(&swiglu(&g, &u)?)
-            }
-        }
+        let [g, u] = products(
+            [&self.gate, &self.up],
+            self.gate_up.as_ref(),
+            x,
+            composition,
+        )?;
+        self.down.forward(&swiglu(&g, &u)?)
     }
 
     /// Fuses gate and up (see [`FusedProjection::fuse`]); a no-op for float weights.

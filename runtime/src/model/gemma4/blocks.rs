@@ -148,29 +148,6 @@ pub fn queries(
     finish_queries(m, w, &w.q_proj.forward(x)?, head_dim, composition)
 }
 
-/// `[B, L, n·D]` split into `n` heads of `D` ahead of a norm over the last axis: the
-/// reference's `[B, L, n, D]`, or for one token under [`Composition::SingleToken`]
-/// already `[B, n, 1, D]` (the transpose after the norm would only move an axis of
-/// length 1, so the bytes are in the same order).
-fn split_heads(x: &Array, n: i32, head_dim: i32, composition: Composition) -> Result<Array> {
-    let (b, l) = (x.dim(0), x.dim(1));
-    if composition.single(l) {
-        Ok(x.reshape(&[b, n, l, head_dim])?)
-    } else {
-        Ok(x.reshape(&[b, l, n, head_dim])?)
-    }
-}
-
-/// Normed heads from [`split_heads`] as `[B, n, L, D]`: the reference's transpose, or
-/// nothing for the single-token form.
-fn heads_first(x: Array, single: bool) -> Result<Array> {
-    if single {
-        Ok(x)
-    } else {
-        Ok(x.transpose_axes(&[0, 2, 1, 3])?)
-    }
-}
-
 /// The queries from the `q_proj` product `[B, L, nh·D]`.
 fn finish_queries(
     m: &Gemma4,
@@ -179,10 +156,9 @@ fn finish_queries(
     head_dim: i32,
     composition: Composition,
 ) -> Result<Array> {
-    let n = m.config.num_attention_heads as i32;
-    let single = composition.single(q.dim(1));
-    let q = split_heads(q, n, head_dim, composition)?;
-    heads_first(rms_norm(&q, Some(&w.q_norm), m.eps)?, single)
+    let (n, len) = (m.config.num_attention_heads as i32, q.dim(1));
+    let q = composition.split_heads(q, n, head_dim)?;
+    composition.heads_first(rms_norm(&q, Some(&w.q_norm), m.eps)?, len)
 }
 
 /// A donor's queries, keys and values, as [`queries`] and [`keys_values`] give them; with
@@ -249,15 +225,14 @@ fn finish_keys_values(
         .k_norm
         .as_ref()
         .ok_or_else(|| Error::Unsupported("a donor layer without k_norm".into()))?;
-    let kv_heads = k_raw.dim(-1) / head_dim;
-    let single = composition.single(k_raw.dim(1));
-    let k_raw = split_heads(k_raw, kv_heads, head_dim, composition)?;
+    let (kv_heads, len) = (k_raw.dim(-1) / head_dim, k_raw.dim(1));
+    let k_raw = composition.split_heads(k_raw, kv_heads, head_dim)?;
     let v_raw = match v_raw {
         None => k_raw.clone(),
-        Some(v) => split_heads(v, kv_heads, head_dim, composition)?,
+        Some(v) => composition.split_heads(v, kv_heads, head_dim)?,
     };
-    let k = heads_first(rms_norm(&k_raw, Some(k_norm), m.eps)?, single)?;
-    let v = heads_first(rms_norm(&v_raw, None, m.eps)?, single)?;
+    let k = composition.heads_first(rms_norm(&k_raw, Some(k_norm), m.eps)?, len)?;
+    let v = composition.heads_first(rms_norm(&v_raw, None, m.eps)?, len)?;
     Ok((k, v))
 }
 
@@ -284,13 +259,7 @@ pub fn attention_out(
     o: &Array,
     composition: Composition,
 ) -> Result<Array> {
-    let (b, l) = (o.dim(0), o.dim(2));
-    let o = if composition.single(l) {
-        o.reshape(&[b, l, -1])?
-    } else {
-        o.transpose_axes(&[0, 2, 1, 3])?.reshape(&[b, l, -1])?
-    };
-    let a = w.attn.o_proj.forward(&o)?;
+    let a = w.attn.o_proj.forward(&composition.merge_heads(o)?)?;
     let a = rms_norm(&a, Some(&w.post_attn_norm), m.eps)?;
     Ok(mlx_rs::ops::add(h, &a)?)
 }

@@ -9,6 +9,7 @@ use super::weights::{AttnWeights, LayerWeights};
 use crate::cache::{AnyCache, Kv};
 use crate::error::{Error, Result};
 pub use crate::nn::composition::Composition;
+use crate::nn::fused::products;
 use crate::nn::mask::AttnMask;
 use crate::nn::scaled::{sdpa_quantized_scaled, sdpa_scaled};
 use crate::nn::{Rope, rms_norm};
@@ -43,23 +44,13 @@ pub fn input_norm(m: &Llama, w: &LayerWeights, h: &Array) -> Result<Array> {
 /// [`Composition::SingleToken`] one reshape straight to `[B, heads, 1, D]`: the transpose
 /// would only move an axis of length 1, so the bytes are in the same order.
 fn heads(m: &Llama, x: &Array, norm: Option<&Array>, composition: Composition) -> Result<Array> {
-    let (b, l) = (x.dim(0), x.dim(1));
-    let d = m.config.head_dim as i32;
-    let single = composition.single(l);
-    let x = if single {
-        x.reshape(&[b, -1, l, d])?
-    } else {
-        x.reshape(&[b, l, -1, d])?
-    };
+    let len = x.dim(1);
+    let x = composition.split_heads(x, -1, m.config.head_dim as i32)?;
     let x = match norm {
         Some(w) => rms_norm(&x, Some(w), m.eps)?,
         None => x,
     };
-    if single {
-        Ok(x)
-    } else {
-        Ok(x.transpose_axes(&[0, 2, 1, 3])?)
-    }
+    composition.heads_first(x, len)
 }
 
 fn norm_weight<'a>(w: &'a Option<Array>, what: &str) -> Result<&'a Array> {
@@ -124,15 +115,12 @@ pub fn queries_keys_values(
     qk_norm: bool,
     composition: Composition,
 ) -> Result<(Array, Array, Array)> {
-    let Some(fused) = composition.fused(w.qkv.as_ref(), x) else {
-        let q = queries(m, w, x, qk_norm)?;
-        let (k, v) = keys_values(m, w, x, qk_norm)?;
-        return Ok((q, k, v));
-    };
-    let [q, k, v]: [Array; 3] = fused
-        .forward(x)?
-        .try_into()
-        .map_err(|_| Error::Unsupported("a fused q/k/v of other than three parts".into()))?;
+    let [q, k, v] = products(
+        [&w.q_proj, &w.k_proj, &w.v_proj],
+        w.qkv.as_ref(),
+        x,
+        composition,
+    )?;
     let q = finish_queries(m, w, &q, qk_norm, composition)?;
     let (k, v) = finish_keys_values(m, w, &k, &v, qk_norm, composition)?;
     Ok((q, k, v))
@@ -163,13 +151,7 @@ pub fn attention_out(
     o: &Array,
     composition: Composition,
 ) -> Result<Array> {
-    let (b, l) = (o.dim(0), o.dim(2));
-    let o = if composition.single(l) {
-        o.reshape(&[b, l, -1])?
-    } else {
-        o.transpose_axes(&[0, 2, 1, 3])?.reshape(&[b, l, -1])?
-    };
-    let a = w.attn.o_proj.forward(&o)?;
+    let a = w.attn.o_proj.forward(&composition.merge_heads(o)?)?;
     Ok(mlx_rs::ops::add(h, &a)?)
 }
 
