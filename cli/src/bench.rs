@@ -450,6 +450,7 @@ fn report(
         "model": a.model.display().to_string(),
         "fingerprint": runtime::fingerprint::Fingerprint::of(m.plan()).short(),
         "kv_layout": layout.source,
+        "prefill_barrier": format!("{:?}", m.as_ref().barrier()),
         "prompt": a.prompt,
         "gen": a.tokens,
         "reps": a.reps,
@@ -469,12 +470,13 @@ fn report(
 
 fn print_table(r: &Value) {
     println!(
-        "bench: {} | prompt {} | gen {} | reps {} | kv {}",
+        "bench: {} | prompt {} | gen {} | reps {} | kv {} | prefill barrier {}",
         r["model"].as_str().unwrap_or(""),
         r["prompt"],
         r["gen"],
         r["reps"],
-        r["kv_layout"].as_str().unwrap_or("")
+        r["kv_layout"].as_str().unwrap_or(""),
+        r["prefill_barrier"].as_str().unwrap_or("")
     );
     println!(
         "{:<17} {:>10} {:>9} {:>22} {:>10} {:>10} {:>10} {:>7} {:>9}",

@@ -1,7 +1,8 @@
 //! The layer barrier (an evaluation at the end of every layer of a prefill, on by default
-//! on CUDA, `runtime::model::barrier`) changes when work runs, never what it computes:
-//! with it forced on here, the monolith and the generated code give the bytes the
-//! monolith gives without it.
+//! on CUDA for models with MoE layers, `runtime::model::barrier`) changes when work runs,
+//! never what it computes: with it forced on here, the monolith and the generated code
+//! give the bytes the monolith gives without it. And each model takes the barrier its
+//! layers call for.
 
 use parity_tests::gate;
 use runtime::kv_policy;
@@ -91,5 +92,59 @@ fn the_layer_barrier_leaves_every_byte_alone() {
             "{}: the generated code ran the converted-cache steps",
             imp.id
         );
+    }
+}
+
+/// The barrier each model takes by default: none for dense models on any device; for a
+/// model with MoE layers, layer ends and attention on CUDA (where MLX does not repeat its
+/// bytes over one large MoE graph) and none elsewhere. A barrier set by hand wins.
+#[test]
+fn the_barrier_is_the_models_choice_unless_set() {
+    use runtime::model::segments::Staged;
+    if std::env::var_os("MLX_AOT_LAYER_BARRIER").is_some() {
+        eprintln!("MLX_AOT_LAYER_BARRIER is set: it decides for every model; not checked");
+        return;
+    }
+    let on_moe = if runtime::backend::cuda_default() {
+        Barrier::LayersAndAttention
+    } else {
+        Barrier::Off
+    };
+    let cases = [
+        ("gemma4-e4b-generated", false, Barrier::Off),
+        ("gemma4-26b-a4b-generated", true, on_moe),
+        ("llama-3.2-1b-generated", false, Barrier::Off),
+    ];
+    for (id, moe, expected) in cases {
+        let imp = generated::implementations()
+            .into_iter()
+            .find(|i| i.id == id)
+            .unwrap_or_else(|| panic!("{id} is registered"));
+        let (preset, layout) = gate::preset_of(&imp).unwrap();
+        let config = preset.twin();
+        let (tensors, qmap) = config
+            .random_tensors(
+                SynthOptions {
+                    seed: 3,
+                    quant: None,
+                },
+                Dtype::Bfloat16,
+            )
+            .unwrap();
+        let config = config.with_quantization(qmap);
+        let model = Loaded::from_tensors(config, layout, tensors).unwrap();
+        let (has_moe, chosen) = match &model {
+            Loaded::Gemma4(m) => (m.plan.has_moe(), m.barrier()),
+            Loaded::Llama(m) => (m.plan.has_moe(), m.barrier()),
+        };
+        assert_eq!(has_moe, moe, "{id}: MoE layers in the plan");
+        assert_eq!(chosen, expected, "{id}: the default barrier");
+        barrier::set(Some(Barrier::Layers));
+        let forced = match &model {
+            Loaded::Gemma4(m) => m.barrier(),
+            Loaded::Llama(m) => m.barrier(),
+        };
+        barrier::set(None);
+        assert_eq!(forced, Barrier::Layers, "{id}: a barrier set by hand");
     }
 }

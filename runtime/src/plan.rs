@@ -129,6 +129,11 @@ pub struct ModelPlan {
 }
 
 impl ModelPlan {
+    /// Whether any layer routes through experts.
+    pub fn has_moe(&self) -> bool {
+        self.layers.iter().any(|l| l.flags.moe)
+    }
+
     /// Resolves every per-layer branch of a Gemma 4 model.
     pub fn resolve(config: &Gemma4Config, kv: &KvLayout, facts: &WeightFacts) -> Result<Self> {
         let n = config.num_hidden_layers;

@@ -1,20 +1,26 @@
-//! The layer barrier: on CUDA, a multi-token forward pass (a prefill) is evaluated in
-//! pieces, after every layer's attention and at the end of every layer.
+//! The layer barrier: on CUDA, a multi-token forward pass (a prefill) of a model with MoE
+//! layers is evaluated in pieces, after every layer's attention and at the end of every
+//! layer.
 //!
-//! MLX 0.32.2's CUDA backend does not give the same bytes twice for one large graph: on
-//! gemma4-26b-a4b's shapes, a 1,027-token prefill of mlx-lm's own model evaluated as one
-//! graph gave 2-3 distinct results in 4 runs, while the same prefill evaluated after every
-//! layer, and every op of the layer on its own, gave one
-//! (`scripts/cuda-determinism.py`, BENCHMARKS.md). With our quantized caches a barrier per
-//! layer still left `parity --full gemma4-26b-a4b` failing at that prefill; one after
-//! attention as well made all 2,053 steps byte-equal. The barrier must wait: the same
-//! cuts made with `async_eval`, the host building the next piece while the device runs
-//! this one, failed that gate at its first window-crossing prefill (row 280,
-//! `benchmarks/h200-2026-12-01e/run1-*`). Evaluating does not change what is
-//! computed, only when, so the barrier keeps the bits of the CPU and Metal; the monolith
-//! and generated code both pass through it at the same points. Single-token steps
-//! (decode) are left as one graph: they matched in every gate run, and a barrier there
-//! would cost a host round trip per layer.
+//! MLX 0.32.2's CUDA backend does not give the same bytes twice for one large graph of
+//! gemma4-26b-a4b: a 1,027-token prefill of mlx-lm's own model evaluated as one graph gave
+//! 2-3 distinct results in 4 runs, while the same prefill evaluated after every layer, and
+//! every op of the layer on its own, gave one (`scripts/cuda-determinism.py`,
+//! BENCHMARKS.md). With our quantized caches a barrier per layer still left `parity --full
+//! gemma4-26b-a4b` failing at that prefill; one after attention as well made all 2,053
+//! steps byte-equal. The barrier must wait: the same cuts made with `async_eval`, the host
+//! building the next piece while the device runs this one, failed that gate at its first
+//! window-crossing prefill (row 280, `benchmarks/h200-2026-12-01e/run1-*`).
+//!
+//! Dense models take no barrier by default: their prefills gave the same bytes evaluated
+//! as one graph (`parity --full` with the barrier off on gemma4-e4b-float twice, gemma4-e4b
+//! with its quantized caches and gemma4-e2b, `benchmarks/h200-2026-12-01f/run3-parity-*`;
+//! with this default, `run5-parity-*`), and the barrier's 84 waits per prefill took the
+//! e4b's monolith from 10,940 to 6,013 tok/s (`run3-bench-b0`, `run3-bench-b2`).
+//! Evaluating does not change what is computed, only when, so the barrier keeps the bits
+//! of the CPU and Metal; the monolith and generated code both pass through it at the same
+//! points. Single-token steps (decode) are left as one graph: they matched in every gate
+//! run, and a barrier there would cost a host round trip per layer.
 
 use std::sync::OnceLock;
 
@@ -33,25 +39,37 @@ pub enum Barrier {
     LayersAndAttention,
 }
 
-/// The barrier in force: [`set`]'s choice for this thread if any, else
-/// `MLX_AOT_LAYER_BARRIER` (`0` off, `1` layers, `2` layers and attention), else
-/// [`Barrier::LayersAndAttention`] where the default device is a CUDA GPU and
-/// [`Barrier::Off`] elsewhere.
-pub fn current() -> Barrier {
-    static FROM_ENV: OnceLock<Barrier> = OnceLock::new();
-    OVERRIDE.with(|o| o.get()).unwrap_or_else(|| {
+/// Whether a model's layers route through experts: what decides its default barrier.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Layers {
+    /// No MoE layer.
+    Dense,
+    /// At least one MoE layer.
+    WithMoe,
+}
+
+/// The barrier in force for a model of `layers`: [`set`]'s choice for this thread if any,
+/// else `MLX_AOT_LAYER_BARRIER` (`0` off, `1` layers, `2` layers and attention), else
+/// [`Barrier::LayersAndAttention`] for a model with MoE layers where the default device is
+/// a CUDA GPU, and [`Barrier::Off`] otherwise.
+pub fn for_model(layers: Layers) -> Barrier {
+    static FROM_ENV: OnceLock<Option<Barrier>> = OnceLock::new();
+    let chosen = OVERRIDE.with(|o| o.get()).or_else(|| {
         *FROM_ENV.get_or_init(|| match std::env::var("MLX_AOT_LAYER_BARRIER").as_deref() {
-            Ok("0") => Barrier::Off,
-            Ok("1") => Barrier::Layers,
-            Ok("2") => Barrier::LayersAndAttention,
-            _ if crate::backend::cuda_default() => Barrier::LayersAndAttention,
-            _ => Barrier::Off,
+            Ok("0") => Some(Barrier::Off),
+            Ok("1") => Some(Barrier::Layers),
+            Ok("2") => Some(Barrier::LayersAndAttention),
+            _ => None,
         })
+    });
+    chosen.unwrap_or(match layers {
+        Layers::WithMoe if crate::backend::cuda_default() => Barrier::LayersAndAttention,
+        _ => Barrier::Off,
     })
 }
 
-/// Sets the barrier for this thread, or `None` back to the environment's choice. The
-/// tests use it to show the barrier leaves the bits alone.
+/// Sets the barrier for this thread, or `None` back to the environment's and each
+/// model's choice. The tests use it to show the barrier leaves the bits alone.
 pub fn set(barrier: Option<Barrier>) {
     OVERRIDE.with(|o| o.set(barrier));
 }
@@ -60,19 +78,19 @@ thread_local! {
     static OVERRIDE: std::cell::Cell<Option<Barrier>> = const { std::cell::Cell::new(None) };
 }
 
-/// The end of a layer whose output residual stream is `h` `[B, L, H]`: evaluated when a
-/// barrier is on and `L > 1`.
-pub fn layer_done(h: &Array) -> Result<()> {
-    if multi_token(h) && current() != Barrier::Off {
+/// The end of a layer whose output residual stream is `h` `[B, L, H]`: evaluated when
+/// `barrier` is on and `L > 1`.
+pub fn layer_done(h: &Array, barrier: Barrier) -> Result<()> {
+    if multi_token(h) && barrier != Barrier::Off {
         h.eval()?;
     }
     Ok(())
 }
 
 /// A layer's attention output `o` (`L` second to last): evaluated under
-/// [`Barrier::LayersAndAttention`] when `L > 1`.
-pub fn attention_done(o: &Array) -> Result<()> {
-    if multi_token(o) && current() == Barrier::LayersAndAttention {
+/// `barrier` [`Barrier::LayersAndAttention`] when `L > 1`.
+pub fn attention_done(o: &Array, barrier: Barrier) -> Result<()> {
+    if multi_token(o) && barrier == Barrier::LayersAndAttention {
         o.eval()?;
     }
     Ok(())

@@ -83,6 +83,16 @@ impl<'a> ModelRef<'a> {
         }
     }
 
+    /// Where the model's multi-token passes are evaluated before they go on (see
+    /// [`barrier`]).
+    pub fn barrier(self) -> barrier::Barrier {
+        use segments::Staged;
+        match self {
+            ModelRef::Gemma4(m) => m.barrier(),
+            ModelRef::Llama(m) => m.barrier(),
+        }
+    }
+
     /// The kv layout the plan was resolved with.
     pub fn kv_layout(self) -> &'a KvLayout {
         match self {

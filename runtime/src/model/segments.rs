@@ -110,6 +110,8 @@ pub trait Staged: Sized + 'static {
     const EMBED: StageFn<Self>;
     /// `[h] -> [logits]`.
     const HEAD: StageFn<Self>;
+    /// Where this model's multi-token passes are evaluated before they go on.
+    fn barrier(&self) -> crate::model::barrier::Barrier;
 }
 
 type Compiled = Box<dyn FnMut(&[Array]) -> std::result::Result<Vec<Array>, Exception>>;
@@ -182,7 +184,7 @@ pub enum Stage {
 
 /// Runs `stage` of layer `i` of model `m` on `args`: through its compiled segment when
 /// `segments` is given and `stages` compiles it, else directly; exactly `N` outputs.
-pub fn run_stage<M, const N: usize>(
+pub fn run_stage<M: Staged, const N: usize>(
     m: &M,
     segments: Option<&mut DecodeSegments>,
     stages: CompiledStages,
@@ -211,7 +213,7 @@ pub fn run_stage<M, const N: usize>(
             if stage == Stage::Post
                 && let Some(o) = args.get(1)
             {
-                crate::model::barrier::attention_done(o)?;
+                crate::model::barrier::attention_done(o, m.barrier())?;
             }
             f(m, i, &args)?
         }
@@ -219,7 +221,7 @@ pub fn run_stage<M, const N: usize>(
     if stage == Stage::Post
         && let Some(h) = out.first()
     {
-        crate::model::barrier::layer_done(h)?;
+        crate::model::barrier::layer_done(h, m.barrier())?;
     }
     let n = out.len();
     out.try_into().map_err(|_| {

@@ -12,6 +12,7 @@ use super::Gemma4;
 use super::blocks::{self, Composition, SharedKv};
 use crate::cache::AnyCache;
 use crate::error::{Error, Result};
+use crate::model::segments::Staged;
 use crate::model::{LanguageModel, ModelRef};
 use crate::plan::{KvRole, ModelPlan};
 
@@ -22,6 +23,7 @@ pub fn forward(m: &Gemma4, tokens: &Array, caches: &mut [AnyCache]) -> Result<Ar
     let masks = blocks::masks(m, caches, inputs.len)?;
     let mut shared: Vec<Option<SharedKv>> = vec![None; m.plan.layers.len()];
     let mut h = inputs.h.clone();
+    let barrier = m.barrier();
     for (i, layer) in m.plan.layers.iter().enumerate() {
         let w = &m.weights.layers[i];
         let head_dim = m.config.head_dim_of(i) as i32;
@@ -53,7 +55,7 @@ pub fn forward(m: &Gemma4, tokens: &Array, caches: &mut [AnyCache]) -> Result<Ar
         };
         let q = blocks::rope(rope, &q, kv.offset)?;
         let o = blocks::attend(&q, &kv.kv, mask)?;
-        crate::model::barrier::attention_done(&o)?;
+        crate::model::barrier::attention_done(&o, barrier)?;
         h = blocks::attention_out(m, w, &h, &o, Composition::Reference)?;
         h = if layer.flags.moe {
             blocks::moe_ffn(m, w, blocks::moe_weights(w, i)?, &h, Composition::Reference)?
@@ -70,7 +72,7 @@ pub fn forward(m: &Gemma4, tokens: &Array, caches: &mut [AnyCache]) -> Result<Ar
         if matches!(layer.kv, KvRole::Donor { exported: true, .. }) {
             shared[i] = Some(kv);
         }
-        crate::model::barrier::layer_done(&h)?;
+        crate::model::barrier::layer_done(&h, barrier)?;
     }
     blocks::head(m, &h)
 }

@@ -11,6 +11,7 @@ use super::blocks::{self, StepInputs, StepMasks};
 use crate::cache::AnyCache;
 use crate::config::LayerType;
 use crate::error::{Error, Result};
+use crate::model::barrier::{self, Barrier, Layers};
 use crate::model::segments::{self, Staged};
 use crate::nn::mask::AttnMask;
 
@@ -28,6 +29,14 @@ pub type LayerStages = segments::LayerStages<Gemma4>;
 impl Staged for Gemma4 {
     const EMBED: StageFn = embed_stage;
     const HEAD: StageFn = head_stage;
+
+    fn barrier(&self) -> Barrier {
+        barrier::for_model(if self.plan.has_moe() {
+            Layers::WithMoe
+        } else {
+            Layers::Dense
+        })
+    }
 }
 
 /// Whether `m`'s single-token steps run compiled (see [`segments::compiles_with`]).

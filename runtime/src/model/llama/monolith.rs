@@ -10,6 +10,7 @@ use super::Llama;
 use super::blocks::{self, Composition};
 use crate::cache::AnyCache;
 use crate::error::Result;
+use crate::model::segments::Staged;
 use crate::model::{LanguageModel, ModelRef};
 use crate::plan::ModelPlan;
 
@@ -21,6 +22,7 @@ pub fn forward(m: &Llama, tokens: &Array, caches: &mut [AnyCache]) -> Result<Arr
     m.check_caches(caches)?;
     let mut h = blocks::embed(m, tokens)?;
     let mask = blocks::mask(caches, tokens.dim(1))?;
+    let barrier = m.barrier();
     for (i, layer) in m.plan.layers.iter().enumerate() {
         let w = &m.weights.layers[i];
         let qk_norm = layer.flags.qk_norm;
@@ -33,10 +35,10 @@ pub fn forward(m: &Llama, tokens: &Array, caches: &mut [AnyCache]) -> Result<Arr
         let k = blocks::rope(&m.rope, &k, offset)?;
         let kv = c.update_and_fetch(&k, &v)?;
         let o = blocks::attend(m, &q, &kv, &mask)?;
-        crate::model::barrier::attention_done(&o)?;
+        crate::model::barrier::attention_done(&o, barrier)?;
         h = blocks::attention_out(w, &h, &o, Composition::Reference)?;
         h = blocks::mlp(m, w, &h, Composition::Reference)?;
-        crate::model::barrier::layer_done(&h)?;
+        crate::model::barrier::layer_done(&h, barrier)?;
     }
     blocks::head(m, &h)
 }

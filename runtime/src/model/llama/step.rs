@@ -13,6 +13,7 @@ use super::blocks;
 use crate::cache::AnyCache;
 use crate::config::LayerType;
 use crate::error::Result;
+use crate::model::barrier::{self, Barrier, Layers};
 use crate::model::segments::{self, Staged};
 use crate::nn::mask::AttnMask;
 
@@ -30,6 +31,10 @@ pub type LayerStages = segments::LayerStages<Llama>;
 impl Staged for Llama {
     const EMBED: StageFn = embed_stage;
     const HEAD: StageFn = head_stage;
+
+    fn barrier(&self) -> Barrier {
+        barrier::for_model(Layers::Dense)
+    }
 }
 
 /// Whether `m`'s single-token steps run compiled (see [`segments::compiles_with`]).
