@@ -31,11 +31,14 @@ use crate::error::Result;
 /// Where a multi-token forward pass is evaluated before it goes on.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Barrier {
-    /// Nowhere: one graph per forward pass (the CPU and Metal default).
+    /// Nowhere: one graph per forward pass (the CPU and Metal default, and CUDA's for
+    /// dense models).
     Off,
-    /// At the end of every layer: not enough on CUDA once the caches are quantized.
+    /// At the end of every layer: not enough on CUDA for gemma4-26b-a4b once the caches
+    /// are quantized.
     Layers,
-    /// At the end of every layer and after every layer's attention (the CUDA default).
+    /// At the end of every layer and after every layer's attention (CUDA's default for
+    /// models with MoE layers).
     LayersAndAttention,
 }
 
