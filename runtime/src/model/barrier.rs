@@ -42,20 +42,21 @@ pub enum Barrier {
     LayersAndAttention,
 }
 
-/// Whether a model's layers route through experts: what decides its default barrier.
+/// Whether a model's feed-forward blocks route through experts: what decides its default
+/// barrier.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Layers {
-    /// No MoE layer.
+pub enum FeedForward {
+    /// No layer has MoE experts.
     Dense,
-    /// At least one MoE layer.
+    /// At least one layer has MoE experts.
     WithMoe,
 }
 
-/// The barrier in force for a model of `layers`: [`set`]'s choice for this thread if any,
-/// else `MLX_AOT_LAYER_BARRIER` (`0` off, `1` layers, `2` layers and attention), else
-/// [`Barrier::LayersAndAttention`] for a model with MoE layers where the default device is
-/// a CUDA GPU, and [`Barrier::Off`] otherwise.
-pub fn for_model(layers: Layers) -> Barrier {
+/// The barrier in force for a model whose feed-forward is `ffn`: [`set`]'s choice for
+/// this thread if any, else `MLX_AOT_LAYER_BARRIER` (`0` off, `1` layers, `2` layers and
+/// attention), else [`Barrier::LayersAndAttention`] for a model with MoE layers where the
+/// default device is a CUDA GPU, and [`Barrier::Off`] otherwise.
+pub fn for_model(ffn: FeedForward) -> Barrier {
     static FROM_ENV: OnceLock<Option<Barrier>> = OnceLock::new();
     let chosen = OVERRIDE.with(|o| o.get()).or_else(|| {
         *FROM_ENV.get_or_init(|| match std::env::var("MLX_AOT_LAYER_BARRIER").as_deref() {
@@ -65,8 +66,8 @@ pub fn for_model(layers: Layers) -> Barrier {
             _ => None,
         })
     });
-    chosen.unwrap_or(match layers {
-        Layers::WithMoe if crate::backend::cuda_default() => Barrier::LayersAndAttention,
+    chosen.unwrap_or(match ffn {
+        FeedForward::WithMoe if crate::backend::cuda_default() => Barrier::LayersAndAttention,
         _ => Barrier::Off,
     })
 }

@@ -11,7 +11,7 @@ use super::blocks::{self, StepInputs, StepMasks};
 use crate::cache::AnyCache;
 use crate::config::LayerType;
 use crate::error::{Error, Result};
-use crate::model::barrier::{self, Barrier, Layers};
+use crate::model::barrier::{self, Barrier, FeedForward};
 use crate::model::segments::{self, Staged};
 use crate::nn::mask::AttnMask;
 
@@ -32,9 +32,9 @@ impl Staged for Gemma4 {
 
     fn barrier(&self) -> Barrier {
         barrier::for_model(if self.plan.has_moe() {
-            Layers::WithMoe
+            FeedForward::WithMoe
         } else {
-            Layers::Dense
+            FeedForward::Dense
         })
     }
 }

@@ -13,7 +13,7 @@ use super::blocks;
 use crate::cache::AnyCache;
 use crate::config::LayerType;
 use crate::error::Result;
-use crate::model::barrier::{self, Barrier, Layers};
+use crate::model::barrier::{self, Barrier, FeedForward};
 use crate::model::segments::{self, Staged};
 use crate::nn::mask::AttnMask;
 
@@ -33,7 +33,7 @@ impl Staged for Llama {
     const HEAD: StageFn = head_stage;
 
     fn barrier(&self) -> Barrier {
-        barrier::for_model(Layers::Dense)
+        barrier::for_model(FeedForward::Dense)
     }
 }
 
