@@ -100,7 +100,6 @@ fn the_layer_barrier_leaves_every_byte_alone() {
 /// bytes over one large MoE graph) and none elsewhere. A barrier set by hand wins.
 #[test]
 fn the_barrier_is_the_models_choice_unless_set() {
-    use runtime::model::segments::Staged;
     if std::env::var_os("MLX_AOT_LAYER_BARRIER").is_some() {
         eprintln!("MLX_AOT_LAYER_BARRIER is set: it decides for every model; not checked");
         return;
@@ -133,17 +132,14 @@ fn the_barrier_is_the_models_choice_unless_set() {
             .unwrap();
         let config = config.with_quantization(qmap);
         let model = Loaded::from_tensors(config, layout, tensors).unwrap();
-        let (has_moe, chosen) = match &model {
-            Loaded::Gemma4(m) => (m.plan.has_moe(), m.barrier()),
-            Loaded::Llama(m) => (m.plan.has_moe(), m.barrier()),
-        };
-        assert_eq!(has_moe, moe, "{id}: MoE layers in the plan");
-        assert_eq!(chosen, expected, "{id}: the default barrier");
+        assert_eq!(model.plan().has_moe(), moe, "{id}: MoE layers in the plan");
+        assert_eq!(
+            model.as_ref().barrier(),
+            expected,
+            "{id}: the default barrier"
+        );
         barrier::set(Some(Barrier::Layers));
-        let forced = match &model {
-            Loaded::Gemma4(m) => m.barrier(),
-            Loaded::Llama(m) => m.barrier(),
-        };
+        let forced = model.as_ref().barrier();
         barrier::set(None);
         assert_eq!(forced, Barrier::Layers, "{id}: a barrier set by hand");
     }

@@ -25,9 +25,7 @@ pub struct Mlp {
 impl Mlp {
     /// `down(geglu(gate(x), up(x)))`.
     pub fn forward(&self, x: &Array) -> Result<Array> {
-        let g = self.gate.forward(x)?;
-        let u = self.up.forward(x)?;
-        self.down.forward(&geglu(&g, &u)?)
+        self.forward_with(x, Composition::Reference)
     }
 
     /// [`Mlp::forward`], with gate and up from the fused matmul where `composition`

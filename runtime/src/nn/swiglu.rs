@@ -64,9 +64,7 @@ pub struct SwiGlu {
 impl SwiGlu {
     /// `down(swiglu(gate(x), up(x)))`.
     pub fn forward(&self, x: &Array) -> Result<Array> {
-        let g = self.gate.forward(x)?;
-        let u = self.up.forward(x)?;
-        self.down.forward(&swiglu(&g, &u)?)
+        self.forward_with(x, Composition::Reference)
     }
 
     /// [`SwiGlu::forward`], with gate and up from the fused matmul where `composition`
