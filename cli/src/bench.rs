@@ -10,7 +10,7 @@ use std::process::Command;
 use std::time::Instant;
 
 use anyhow::{Context, Result, anyhow, bail};
-use runtime::generate::{self, Flow, GenerateOptions};
+use runtime::generate::{self, Flow, GenerateOptions, Pipeline};
 use runtime::kv_layout::KvLayout;
 use runtime::mlx_rs::Array;
 use runtime::model::gemma4::step;
@@ -20,6 +20,7 @@ use runtime::sampling::Sampler;
 use serde_json::{Value, json};
 
 use crate::model_dir::{self, KvChoice, ModelDir};
+use crate::pipeline_arg::PipelineArg;
 
 /// The mlx-lm side, run as a subprocess.
 const MLX_LM_BENCH: &str = include_str!("../bench/mlx_lm_bench.py");
@@ -44,7 +45,8 @@ pub struct Args {
     #[arg(long)]
     kv: Option<KvChoice>,
     /// Implementations to measure: monolith, generated (compiled single-token steps),
-    /// generated-eager (not compiled).
+    /// generated-eager (not compiled); each may end in `:off`, `:ahead` or `:threaded` to
+    /// decode with that pipeline instead of `--pipeline`'s.
     #[arg(
         long,
         value_delimiter = ',',
@@ -65,6 +67,9 @@ pub struct Args {
     /// (`<implementation>.dot`, and `mlx-lm.dot` from the mlx-lm side).
     #[arg(long)]
     graphs: Option<PathBuf>,
+    /// How decode steps overlap (see `mlx-aot run --pipeline`).
+    #[arg(long, value_enum, default_value_t = PipelineArg::Auto)]
+    pipeline: PipelineArg,
     /// A label for the machine in the report.
     #[arg(long, default_value = "")]
     machine: String,
@@ -91,6 +96,8 @@ struct Rep {
     decode_tok_s: f64,
     peak_memory: u64,
     fast_path: u64,
+    /// The tokens generated.
+    tokens: Vec<u32>,
 }
 
 /// Figures of the one-step-at-a-time measurement.
@@ -107,7 +114,10 @@ struct HostSplit {
 
 struct Subject {
     name: String,
+    /// The implementation's name without its pipeline.
+    base: String,
     model: Box<dyn LanguageModel>,
+    pipeline: PipelineArg,
     /// Compiled single-token steps: forced on or off, or the device's default.
     compiled: Option<bool>,
     reps: Vec<Rep>,
@@ -130,8 +140,17 @@ fn min_max(v: &[f64]) -> (f64, f64) {
         })
 }
 
-fn subject(name: &str, loaded: &Loaded) -> Result<Subject> {
-    let (choice, compiled) = match name {
+fn subject(name: &str, loaded: &Loaded, pipeline: PipelineArg) -> Result<Subject> {
+    let (base, pipeline) = match name.split_once(':') {
+        None => (name, pipeline),
+        Some((base, p)) => (
+            base,
+            <PipelineArg as clap::ValueEnum>::from_str(p, false).map_err(|_| {
+                anyhow!("unknown pipeline {p:?} in {name:?} (off, ahead, threaded)")
+            })?,
+        ),
+    };
+    let (choice, compiled) = match base {
         "monolith" => (ImplChoice::Monolith, None),
         "generated" => (ImplChoice::Generated, None),
         "generated-compiled" => (ImplChoice::Generated, Some(true)),
@@ -143,21 +162,23 @@ fn subject(name: &str, loaded: &Loaded) -> Result<Subject> {
     let model = model_dir::select(loaded.clone(), &choice)?;
     Ok(Subject {
         name: name.to_owned(),
+        base: base.to_owned(),
         model,
+        pipeline,
         compiled,
         reps: Vec::new(),
         host: HostSplit::default(),
     })
 }
 
-fn options(layout: &KvLayout, tokens: usize) -> GenerateOptions {
+fn options(layout: &KvLayout, tokens: usize, pipeline: Pipeline) -> GenerateOptions {
     GenerateOptions {
         max_tokens: tokens,
         sampler: Sampler::Greedy,
         stop_tokens: Vec::new(),
         prefill_chunk: generate::DEFAULT_PREFILL_CHUNK,
         kv_layout: layout.clone(),
-        pipeline: true,
+        pipeline,
         memory_limit: None,
     }
 }
@@ -172,11 +193,11 @@ fn rep(
 ) -> Result<Rep> {
     step::set_compiled_decode(s.compiled);
     let mut caches = loaded.as_ref().float_caches(1);
-    let (_, stats) = generate::generate(
+    let (tokens, stats) = generate::generate(
         s.model.as_ref(),
         &mut caches,
         prompt,
-        &options(layout, tokens),
+        &options(layout, tokens, s.pipeline.runtime()),
         |_| Flow::Continue,
     )?;
     Ok(Rep {
@@ -185,6 +206,7 @@ fn rep(
         decode_tok_s: stats.decode_tok_s(),
         peak_memory: stats.peak_memory as u64,
         fast_path: stats.fast_path_calls,
+        tokens,
     })
 }
 
@@ -199,8 +221,7 @@ fn host_split(
 ) -> Result<HostSplit> {
     step::set_compiled_decode(s.compiled);
     let mut caches = loaded.as_ref().float_caches(1);
-    let mut opts = options(layout, 1);
-    opts.pipeline = false;
+    let opts = options(layout, 1, Pipeline::Off);
     generate::generate(s.model.as_ref(), &mut caches, prompt, &opts, |_| {
         Flow::Continue
     })?;
@@ -295,6 +316,9 @@ pub fn main(a: Args) -> Result<()> {
     if a.reps == 0 || a.tokens < 2 || a.prompt == 0 {
         bail!("--reps must be >= 1, --gen >= 2 and --prompt >= 1");
     }
+    // Before anything touches MLX, whichever pipelines run: a threaded one needs every
+    // array, weights and traced functions included, on the shared stream.
+    runtime::stream::share_default()?;
     let dir = ModelDir::open(&a.model)?;
     let layout = dir.kv_layout(a.kv)?;
     let loaded = dir.load(layout.clone())?;
@@ -303,7 +327,7 @@ pub fn main(a: Args) -> Result<()> {
     let mut subjects: Vec<Subject> = a
         .impls
         .iter()
-        .map(|n| subject(n, &loaded))
+        .map(|n| subject(n, &loaded, a.pipeline))
         .collect::<Result<_>>()?;
 
     // Warm-up: kernels compiled (the GPU's first forward JITs them), segments traced.
@@ -368,6 +392,24 @@ fn report(
     mlx_lm: Option<&Value>,
     warmup_s: f64,
 ) -> Value {
+    // Greedy decoding of one prompt on one set of weights: every implementation, pipeline
+    // and repetition should give the same tokens (the parity gate's promise, end to end).
+    // Each repetition's first position that differs from the first one measured.
+    let first = subjects
+        .first()
+        .and_then(|s| s.reps.first())
+        .map(|r| r.tokens.clone());
+    let differs_at = |r: &Rep| -> Option<usize> {
+        let first = first.as_ref()?;
+        let n = first.len().min(r.tokens.len());
+        (0..n)
+            .find(|&i| first[i] != r.tokens[i])
+            .or((first.len() != r.tokens.len()).then_some(n))
+    };
+    let same_tokens = subjects
+        .iter()
+        .flat_map(|s| &s.reps)
+        .all(|r| differs_at(r).is_none());
     let mut impls = serde_json::Map::new();
     for s in subjects {
         let pick = |f: fn(&Rep) -> f64| -> Vec<f64> { s.reps.iter().map(f).collect() };
@@ -375,7 +417,8 @@ fn report(
             s.name.clone(),
             json!({
                 "implementation": s.model.implementation(),
-                "compiled_decode": s.name != "monolith" && {
+                "pipeline": format!("{:?}", s.pipeline.runtime()),
+                "compiled_decode": s.base != "monolith" && {
                     step::set_compiled_decode(s.compiled);
                     let on = match m.as_ref() {
                         ModelRef::Gemma4(g) => step::compiles(g),
@@ -389,6 +432,7 @@ fn report(
                 "decode_tok_s": stat(&pick(|r| r.decode_tok_s)),
                 "peak_memory_bytes": s.reps.iter().map(|r| r.peak_memory).max(),
                 "fast_path_calls_per_rep": s.reps.first().map(|r| r.fast_path),
+                "tokens_differ_from_first_at": s.reps.iter().map(differs_at).collect::<Vec<_>>(),
                 "host_build_ms_per_step": stat(&s.host.build_ms),
                 "eval_ms_per_step": stat(&s.host.eval_ms),
                 "submit_ms_per_step": stat(&s.host.submit_ms),
@@ -447,6 +491,7 @@ fn report(
     });
     json!({
         "machine": a.machine,
+        "same_tokens": same_tokens,
         "model": a.model.display().to_string(),
         "fingerprint": runtime::fingerprint::Fingerprint::of(m.plan()).short(),
         "kv_layout": layout.source,
@@ -532,6 +577,18 @@ fn print_table(r: &Value) {
         f("generated_over_monolith"),
         f("generated_over_mlxlm")
     );
+    if r["same_tokens"].as_bool() == Some(true) {
+        println!("same tokens from every implementation and repetition: yes");
+    } else {
+        println!(
+            "same tokens from every implementation and repetition: NO (first differing position, per repetition)"
+        );
+        if let Some(impls) = r["implementations"].as_object() {
+            for (name, v) in impls {
+                println!("  {name}: {}", v["tokens_differ_from_first_at"]);
+            }
+        }
+    }
     let p = &d["generated_over_monolith_per_rep"];
     if let (Some(med), Some(lo), Some(hi)) =
         (p["median"].as_f64(), p["min"].as_f64(), p["max"].as_f64())

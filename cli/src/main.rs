@@ -19,6 +19,7 @@ mod figures;
 mod inspect;
 mod logits;
 mod model_dir;
+mod pipeline_arg;
 mod plan;
 mod presets;
 mod run;
@@ -81,6 +82,7 @@ fn main() -> ExitCode {
         Command::Plan(a) => plan::main(a),
         Command::Bench(a) => bench::main(a),
     };
+    runtime::stream::release_at_exit();
     match result {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) => {

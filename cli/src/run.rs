@@ -12,6 +12,7 @@ use runtime::sampling::Sampler;
 
 use crate::figures;
 use crate::model_dir::{self, KvChoice, ModelDir};
+use crate::pipeline_arg::PipelineArg;
 use crate::tokenizer::{Detokenizer, Tokenizer};
 
 /// `mlx-aot run`.
@@ -60,6 +61,11 @@ pub struct Args {
     /// Prompt tokens per prefill forward.
     #[arg(long, default_value_t = DEFAULT_PREFILL_CHUNK, value_name = "N")]
     prefill_chunk: usize,
+    /// How decode steps overlap: threaded (a second thread submits step t while step t+1
+    /// is built), ahead (one thread, mlx-lm's loop), off, or auto (threaded on the CPU,
+    /// ahead on a GPU).
+    #[arg(long, value_enum, default_value_t = PipelineArg::Auto)]
+    pipeline: PipelineArg,
 }
 
 /// The sampler of `--temperature` and `--top-p`, checked whatever the temperature.
@@ -85,6 +91,8 @@ pub fn main(a: Args) -> Result<()> {
     if a.prompt.trim().is_empty() {
         bail!("the prompt is empty");
     }
+    // Before anything touches MLX: a threaded pipeline needs every array on the shared stream.
+    let pipeline = a.pipeline.prepare()?;
     let model = match &a.model {
         Some(m) => m.clone(),
         None => crate::synth::default_model()?,
@@ -141,7 +149,7 @@ pub fn main(a: Args) -> Result<()> {
         stop_tokens,
         prefill_chunk: a.prefill_chunk,
         kv_layout: layout,
-        pipeline: true,
+        pipeline,
         memory_limit,
     };
 

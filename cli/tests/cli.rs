@@ -710,6 +710,22 @@ fn bad_input_is_one_error_line_and_a_failure() {
             "--bogus",
         ),
         (vec!["frobnicate"], "frobnicate"),
+        (
+            vec![
+                "run",
+                "--model",
+                d,
+                "--prompt",
+                "hi",
+                "--pipeline",
+                "sideways",
+            ],
+            "sideways",
+        ),
+        (
+            vec!["bench", "--model", d, "--impls", "generated:sideways"],
+            "unknown pipeline \"sideways\"",
+        ),
     ];
     for (args, needle) in &cases {
         let err = fails(args);
@@ -741,6 +757,31 @@ fn bad_input_is_one_error_line_and_a_failure() {
         "config",
     ]);
     assert!(err.contains("no kv_config.json"), "{err}");
+}
+
+/// Every decode pipeline streams the same text (the threaded one on a second thread).
+#[test]
+fn every_pipeline_streams_the_same_text() {
+    let dir = e4b();
+    let text = |pipeline: &str| -> String {
+        let out = ok(&[
+            "run",
+            "--model",
+            path(dir),
+            "--prompt",
+            "hello there",
+            "--max-tokens",
+            "16",
+            "--pipeline",
+            pipeline,
+        ]);
+        out.lines().next().unwrap_or("").to_owned()
+    };
+    let ahead = text("ahead");
+    assert!(!ahead.is_empty());
+    for pipeline in ["off", "threaded", "auto"] {
+        assert_eq!(text(pipeline), ahead, "--pipeline {pipeline}");
+    }
 }
 
 /// mlx-lm loads a synth folder (weights and tokenizer), and its greedy generation on

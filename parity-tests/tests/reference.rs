@@ -248,7 +248,7 @@ fn generation_matches_mlx_lm_token_for_token() {
             stop_tokens: Vec::new(),
             prefill_chunk: CHUNK,
             kv_layout: KvLayout::float(),
-            pipeline: true,
+            pipeline: runtime::generate::Pipeline::Ahead,
             memory_limit: None,
         };
         let mut caches = model.float_caches(1);

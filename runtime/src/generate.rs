@@ -13,6 +13,7 @@ use crate::kv_layout::KvLayout;
 use crate::kv_policy;
 use crate::model::{LanguageModel, ModelRef};
 use crate::sampling::Sampler;
+use crate::submitter::Submitter;
 
 /// mlx-lm's default prefill chunk.
 pub const DEFAULT_PREFILL_CHUNK: usize = 2048;
@@ -30,12 +31,27 @@ pub struct GenerateOptions {
     pub prefill_chunk: usize,
     /// Which caches to quantize once they hold tokens (float layout: none).
     pub kv_layout: KvLayout,
-    /// Build step t+1's graph (from the not yet computed token of step t) while step t
-    /// evaluates, as mlx-lm's `async_eval` loop does.
-    pub pipeline: bool,
+    /// How decode steps overlap.
+    pub pipeline: Pipeline,
     /// Bytes the device may use: when given, a request whose prompt plus `max_tokens`
     /// exceeds the memory plan's largest safe context is refused before any work.
     pub memory_limit: Option<u64>,
+}
+
+/// How the decode loop overlaps building a step with evaluating the one before.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Pipeline {
+    /// Build a step, evaluate it, read its token, then build the next.
+    Off,
+    /// Build step t+1's graph (from the not yet computed token of step t) and queue it
+    /// before reading token t, as mlx-lm's `async_eval` loop does. One thread builds and
+    /// submits, so the host's two costs add up.
+    Ahead,
+    /// As [`Pipeline::Ahead`], with the submitting and reading done by a second thread
+    /// ([`crate::submitter`]): step t+1 is built while step t is submitted. Needs
+    /// [`crate::stream::share_default`] on the calling thread before the model's first
+    /// step. The same graphs are evaluated in the same order as with `Ahead`.
+    Threaded,
 }
 
 /// What the caller wants after each token.
@@ -174,12 +190,16 @@ pub fn generate(
     caches: &mut [AnyCache],
     prompt: &[u32],
     opts: &GenerateOptions,
-    mut on_token: impl FnMut(u32) -> Flow,
+    on_token: impl FnMut(u32) -> Flow,
 ) -> Result<(Vec<u32>, GenerationStats)> {
     if prompt.is_empty() {
         return Err(Error::Request("the prompt is empty".into()));
     }
     check_tokens(prompt, model.loaded().vocab_size())?;
+    if opts.pipeline == Pipeline::Threaded {
+        // Refused before any work rather than after the prefill.
+        Submitter::check_thread()?;
+    }
     if let Some(usable) = opts.memory_limit {
         let context = prompt.len() + opts.max_tokens;
         match model.loaded() {
@@ -205,53 +225,30 @@ pub fn generate(
     }
     kv_policy::apply(caches, &opts.kv_layout)?;
     let logits = model.forward(&row(last_token), caches)?;
-    let mut next = opts.sampler.sample(&last(&logits)?, 0)?;
+    let next = opts.sampler.sample(&last(&logits)?, 0)?;
     next.eval()?;
     let prefill = start.elapsed();
 
     let mut out = Vec::new();
     let mut steps = 0usize;
     let decode_start = Instant::now();
-    // The step after `token`: its graph only, not evaluated.
-    let mut step = |token: &Array, steps: &mut usize| -> Result<Array> {
-        kv_policy::apply(caches, &opts.kv_layout)?;
-        let logits = model.forward(&token.reshape(&[1, 1])?, caches)?;
-        *steps += 1;
-        opts.sampler.sample(&last(&logits)?, *steps as u64)
-    };
-    let stop = loop {
-        // With pipelining the next step is built, and queued, before this token is read.
-        let ahead = if opts.pipeline && out.len() + 1 < opts.max_tokens {
-            let n = step(&next, &mut steps)?;
-            mlx_rs::transforms::async_eval([&n])?;
-            Some(n)
-        } else {
-            None
-        };
-        // Read `next` itself, not a slice of it: a new op would be queued behind the step
-        // just sent ahead, and on a GPU stream (in order) waiting on it would wait for
-        // that whole step too, which undoes the pipelining.
-        let token = next
-            .try_item_exact::<u32>()
-            .map_err(|e| Error::Request(format!("reading the sampled token: {e}")))?;
-        if opts.stop_tokens.contains(&token) {
-            break StopReason::StopToken;
-        }
-        out.push(token);
-        if on_token(token) == Flow::Stop {
-            break StopReason::Caller;
-        }
-        if out.len() >= opts.max_tokens {
-            break StopReason::MaxTokens;
-        }
-        next = match ahead {
-            Some(n) => n,
-            None => {
-                let n = step(&next, &mut steps)?;
-                n.eval()?;
-                n
-            }
-        };
+    let stop = match opts.pipeline {
+        Pipeline::Threaded => std::thread::scope(|scope| {
+            let submitter = Submitter::start(scope)?;
+            decode(
+                model,
+                caches,
+                opts,
+                next,
+                &mut out,
+                &mut steps,
+                Some(&submitter),
+                on_token,
+            )
+        })?,
+        _ => decode(
+            model, caches, opts, next, &mut out, &mut steps, None, on_token,
+        )?,
     };
     let stats = GenerationStats {
         prompt_tokens: prompt.len(),
@@ -267,6 +264,76 @@ pub fn generate(
         stop,
     };
     Ok((out, stats))
+}
+
+/// The decode loop after the prefill: `first` is the evaluated first token; tokens go to
+/// `out`, steps run are counted in `steps`.
+#[allow(clippy::too_many_arguments)]
+fn decode(
+    model: &dyn LanguageModel,
+    caches: &mut [AnyCache],
+    opts: &GenerateOptions,
+    first: Array,
+    out: &mut Vec<u32>,
+    steps: &mut usize,
+    submitter: Option<&Submitter<'_>>,
+    mut on_token: impl FnMut(u32) -> Flow,
+) -> Result<StopReason> {
+    // The step after `token`: its graph only, not evaluated.
+    let mut step = |token: &Array, steps: &mut usize| -> Result<Array> {
+        kv_policy::apply(caches, &opts.kv_layout)?;
+        let logits = model.forward(&token.reshape(&[1, 1])?, caches)?;
+        *steps += 1;
+        opts.sampler.sample(&last(&logits)?, *steps as u64)
+    };
+    let mut next = first;
+    // Whether `next` is with the submit thread, which reads it.
+    let mut with_submitter = false;
+    loop {
+        // With pipelining the next step is built, and queued, before this token is read.
+        let ahead = if opts.pipeline != Pipeline::Off && out.len() + 1 < opts.max_tokens {
+            let n = step(&next, steps)?;
+            if opts.pipeline == Pipeline::Ahead {
+                mlx_rs::transforms::async_eval([&n])?;
+            }
+            Some(n)
+        } else {
+            None
+        };
+        let token = match submitter {
+            Some(s) if with_submitter => s.token()?,
+            // Read `next` itself, not a slice of it: a new op would be queued behind the
+            // step just sent ahead, and on a GPU stream (in order) waiting on it would wait
+            // for that whole step too, which undoes the pipelining.
+            _ => next
+                .try_item_exact::<u32>()
+                .map_err(|e| Error::Request(format!("reading the sampled token: {e}")))?,
+        };
+        if opts.stop_tokens.contains(&token) {
+            return Ok(StopReason::StopToken);
+        }
+        out.push(token);
+        if on_token(token) == Flow::Stop {
+            return Ok(StopReason::Caller);
+        }
+        if out.len() >= opts.max_tokens {
+            return Ok(StopReason::MaxTokens);
+        }
+        next = match (ahead, submitter) {
+            (Some(n), Some(s)) => {
+                s.send(&n)?;
+                with_submitter = true;
+                n
+            }
+            (Some(n), None) => n,
+            (None, _) => {
+                let n = step(&next, steps)?;
+                n.eval()?;
+                with_submitter = false;
+                n
+            }
+        };
+    }
 }
 
 /// Teacher-forced logits: the first `prefill` tokens of every row as one forward, then

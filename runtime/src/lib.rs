@@ -22,6 +22,8 @@ pub mod quantization;
 pub mod registry;
 pub mod sampling;
 pub mod signature;
+pub mod stream;
+pub mod submitter;
 pub mod synth;
 pub mod weights;
 

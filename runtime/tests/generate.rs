@@ -6,7 +6,7 @@ use std::path::Path;
 use mlx_rs::Array;
 use runtime::Error;
 use runtime::config::Gemma4Config;
-use runtime::generate::{self, Flow, GenerateOptions, StopReason};
+use runtime::generate::{self, Flow, GenerateOptions, Pipeline, StopReason};
 use runtime::kv_layout::KvLayout;
 use runtime::model::LanguageModel;
 use runtime::model::gemma4::Gemma4;
@@ -58,7 +58,7 @@ fn options(m: &Gemma4Monolith, max_tokens: usize, sampler: Sampler) -> GenerateO
         stop_tokens: vec![],
         prefill_chunk: 2048,
         kv_layout: m.loaded().kv_layout().clone(),
-        pipeline: true,
+        pipeline: Pipeline::Ahead,
         memory_limit: None,
     }
 }
@@ -104,13 +104,54 @@ fn stop_tokens_end_generation_without_being_emitted() {
     assert_eq!(out, first[..cut]);
 }
 
+/// Tokens, steps run and the first cache's length after generating with `pipeline`.
+fn under(
+    m: &Gemma4Monolith,
+    opts: &GenerateOptions,
+    pipeline: Pipeline,
+) -> (Vec<u32>, usize, StopReason, usize) {
+    let mut opts = opts.clone();
+    opts.pipeline = pipeline;
+    let mut caches = m.loaded().float_caches(1);
+    let (out, stats) =
+        generate::generate(m, &mut caches, &PROMPT, &opts, |_| Flow::Continue).unwrap();
+    (out, stats.decode_steps, stats.stop, caches[0].offset())
+}
+
 #[test]
-fn pipelined_and_sequential_decoding_agree() {
+fn every_pipeline_decodes_the_same_tokens_in_the_same_steps() {
+    // Before the model exists, so that everything it builds may move between threads.
+    runtime::stream::share_default().unwrap();
     let m = model(true);
-    let mut opts = options(&m, 12, Sampler::top_p(0.9, 0.95, 5).unwrap());
-    let pipelined = run(&m, &PROMPT, &opts);
-    opts.pipeline = false;
-    assert_eq!(run(&m, &PROMPT, &opts), pipelined);
+    let opts = options(&m, 12, Sampler::top_p(0.9, 0.95, 5).unwrap());
+    let ahead = under(&m, &opts, Pipeline::Ahead);
+    assert_eq!(ahead.0.len(), 12);
+    assert_eq!(under(&m, &opts, Pipeline::Off), ahead);
+    assert_eq!(under(&m, &opts, Pipeline::Threaded), ahead);
+    assert_eq!(under(&m, &opts, Pipeline::Threaded), ahead, "and again");
+}
+
+#[test]
+fn a_stop_token_ends_the_threaded_pipeline_where_it_ends_the_others() {
+    runtime::stream::share_default().unwrap();
+    let m = model(false);
+    let mut opts = options(&m, 8, Sampler::Greedy);
+    let first = under(&m, &opts, Pipeline::Ahead).0;
+    opts.stop_tokens = vec![first[3]];
+    let ahead = under(&m, &opts, Pipeline::Ahead);
+    assert_eq!(ahead.2, StopReason::StopToken);
+    assert_eq!(under(&m, &opts, Pipeline::Threaded), ahead);
+}
+
+#[test]
+fn the_threaded_pipeline_refuses_a_thread_without_the_shared_stream() {
+    let m = model(false);
+    let mut opts = options(&m, 4, Sampler::Greedy);
+    opts.pipeline = Pipeline::Threaded;
+    let mut caches = m.loaded().float_caches(1);
+    let err = generate::generate(&m, &mut caches, &PROMPT, &opts, |_| Flow::Continue).unwrap_err();
+    assert!(err.to_string().contains("share_default"), "{err}");
+    assert_eq!(caches[0].offset(), 0, "nothing ran");
 }
 
 #[test]
