@@ -232,24 +232,23 @@ pub fn generate(
     let mut out = Vec::new();
     let mut steps = 0usize;
     let decode_start = Instant::now();
-    let stop = match opts.pipeline {
-        Pipeline::Threaded => std::thread::scope(|scope| {
-            let submitter = Submitter::start(scope)?;
-            decode(
-                model,
-                caches,
-                opts,
-                next,
-                &mut out,
-                &mut steps,
-                Some(&submitter),
-                on_token,
-            )
-        })?,
-        _ => decode(
-            model, caches, opts, next, &mut out, &mut steps, None, on_token,
-        )?,
-    };
+    // A scope that spawns no thread costs nothing: every pipeline goes through it.
+    let stop = std::thread::scope(|scope| {
+        let submitter = match opts.pipeline {
+            Pipeline::Threaded => Some(Submitter::start(scope)?),
+            Pipeline::Off | Pipeline::Ahead => None,
+        };
+        decode(
+            model,
+            caches,
+            opts,
+            next,
+            &mut out,
+            &mut steps,
+            submitter.as_ref(),
+            on_token,
+        )
+    })?;
     let stats = GenerationStats {
         prompt_tokens: prompt.len(),
         generated_tokens: out.len(),
@@ -287,8 +286,11 @@ fn decode(
         opts.sampler.sample(&last(&logits)?, *steps as u64)
     };
     let mut next = first;
-    // Whether `next` is with the submit thread, which reads it.
-    let mut with_submitter = false;
+    // With a submit thread every `next` goes to it, which reads it (the first one is
+    // already evaluated; reading it there keeps one path).
+    if let Some(s) = submitter {
+        s.send(&next)?;
+    }
     loop {
         // With pipelining the next step is built, and queued, before this token is read.
         let ahead = if opts.pipeline != Pipeline::Off && out.len() + 1 < opts.max_tokens {
@@ -301,13 +303,8 @@ fn decode(
             None
         };
         let token = match submitter {
-            Some(s) if with_submitter => s.token()?,
-            // Read `next` itself, not a slice of it: a new op would be queued behind the
-            // step just sent ahead, and on a GPU stream (in order) waiting on it would wait
-            // for that whole step too, which undoes the pipelining.
-            _ => next
-                .try_item_exact::<u32>()
-                .map_err(|e| Error::Request(format!("reading the sampled token: {e}")))?,
+            Some(s) => s.token()?,
+            None => read_token(&next)?,
         };
         if opts.stop_tokens.contains(&token) {
             return Ok(StopReason::StopToken);
@@ -319,21 +316,27 @@ fn decode(
         if out.len() >= opts.max_tokens {
             return Ok(StopReason::MaxTokens);
         }
-        next = match (ahead, submitter) {
-            (Some(n), Some(s)) => {
-                s.send(&n)?;
-                with_submitter = true;
-                n
-            }
-            (Some(n), None) => n,
-            (None, _) => {
+        next = match ahead {
+            Some(n) => n,
+            None => {
                 let n = step(&next, steps)?;
                 n.eval()?;
-                with_submitter = false;
                 n
             }
         };
+        if let Some(s) = submitter {
+            s.send(&next)?;
+        }
     }
+}
+
+/// The sampled token `token` holds, waiting for it. Reads `token` itself, not a slice of
+/// it: a new op would be queued behind the step sent ahead, and on a GPU stream (in
+/// order) waiting on it would wait for that whole step too, which undoes the pipelining.
+pub(crate) fn read_token(token: &Array) -> Result<u32> {
+    token
+        .try_item_exact::<u32>()
+        .map_err(|e| Error::Request(format!("reading the sampled token: {e}")))
 }
 
 /// Teacher-forced logits: the first `prefill` tokens of every row as one forward, then

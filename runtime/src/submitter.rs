@@ -86,7 +86,5 @@ fn serve(jobs: Receiver<Array>, tokens: Sender<Result<u32>>) {
 
 fn evaluate(token: &Array) -> Result<u32> {
     mlx_rs::transforms::async_eval([token])?;
-    token
-        .try_item_exact::<u32>()
-        .map_err(|e| Error::Request(format!("reading the sampled token: {e}")))
+    crate::generate::read_token(token)
 }
