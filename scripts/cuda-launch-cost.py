@@ -10,25 +10,9 @@ Also times `async_eval` returning (submission) apart from the wait. Needs only m
 
 import argparse
 import json
-import statistics
-import time
 
 import mlx.core as mx
-
-
-def timed(build, reps):
-    """Median seconds of (submit, total) for evaluating the graph `build()` returns."""
-    submits, totals = [], []
-    for _ in range(reps + 1):
-        y = build()
-        start = time.perf_counter()
-        mx.async_eval(y)
-        submitted = time.perf_counter()
-        mx.eval(y)
-        done = time.perf_counter()
-        submits.append(submitted - start)
-        totals.append(done - start)
-    return statistics.median(submits[1:]), statistics.median(totals[1:])
+from mlx_timing import timed
 
 
 def main():
@@ -68,7 +52,7 @@ def main():
     print(f"mlx {mx.__version__} on {mx.default_device()}, chains of {n} ops")
     print(f"{'op':<36} {'submit us/op':>13} {'total us/op':>12}")
     for name, (build, count) in cases.items():
-        s, t = timed(build, a.reps)
+        s, t = timed(build, a.reps, synchronize=False)
         print(f"{name:<36} {s / count * 1e6:>13.2f} {t / count * 1e6:>12.2f}", flush=True)
         results["ops"][name] = {"submit_us_per_op": s / count * 1e6, "total_us_per_op": t / count * 1e6}
     if a.json:

@@ -14,28 +14,11 @@ host or the device is the slower side for that kind. Needs only mlx.
 
 import argparse
 import json
-import statistics
-import time
 
 import mlx.core as mx
+from mlx_timing import timed
 
 H, F, D, HQ, HKV, T, P, VOCAB = 2560, 10240, 256, 8, 2, 512, 256, 262144
-
-
-def timed(build, reps):
-    """Median seconds of (submit, total) for evaluating the graph `build()` returns."""
-    submits, totals = [], []
-    for _ in range(reps + 1):
-        y = build()
-        mx.synchronize()
-        start = time.perf_counter()
-        mx.async_eval(y)
-        submitted = time.perf_counter()
-        mx.eval(y)
-        done = time.perf_counter()
-        submits.append(submitted - start)
-        totals.append(done - start)
-    return statistics.median(submits[1:]), statistics.median(totals[1:])
 
 
 def qweight(rows, cols):
