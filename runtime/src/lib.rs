@@ -12,6 +12,7 @@ pub mod generate;
 pub mod graph;
 pub mod guard;
 pub mod json;
+pub mod kernels;
 pub mod kv_layout;
 pub mod kv_policy;
 pub mod memory;
