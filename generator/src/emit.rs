@@ -180,6 +180,7 @@ fn imports(plan: &ModelPlan, variants: &[Variant]) -> TokenStream {
         quote!(use #module::blocks::{#(#block_items),*};)
     };
     let attention = code.attention_imports(variants);
+    let step_items = code.step_imports();
     let quant = any_quant.then(|| {
         quote!(
             use runtime::quantization::QuantSpec;
@@ -198,7 +199,7 @@ fn imports(plan: &ModelPlan, variants: &[Variant]) -> TokenStream {
         use runtime::model::{LanguageModel, ModelRef};
         #blocks
         use runtime::config::LayerType;
-        use #module::step::{self, DecodeSegments, LayerStages, Stage, Step};
+        use #module::step::{self, DecodeSegments, LayerStages, #(#step_items,)* Step};
         use #module::{#ty, monolith};
         #attention
         use runtime::plan::{Family, ModelPlan};

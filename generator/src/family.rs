@@ -26,6 +26,12 @@ pub trait FamilyCode {
         Vec::new()
     }
 
+    /// Items of the family's `step` module the layer functions name besides `step`,
+    /// `DecodeSegments`, `LayerStages` and `Step`.
+    fn step_imports(&self) -> Vec<TokenStream> {
+        vec![quote!(Stage)]
+    }
+
     /// The `use` item of the attention functions `variants` call.
     fn attention_imports(&self, variants: &[Variant]) -> TokenStream;
 
@@ -36,9 +42,41 @@ pub trait FamilyCode {
     /// statements ending in `Ok(vec![q, k, v])` (donors) or `Ok(vec![q])` (sharers).
     fn pre_stage(&self, v: &Variant) -> TokenStream;
 
-    /// The stage after attention: one expression per block, each the new `h` (the
-    /// inputs are `h`, `o`, and `pli` with per-layer inputs).
-    fn post_stage(&self, v: &Variant) -> Vec<TokenStream>;
+    /// The stage after attention, after `let [h, o, ..] = ..; let w = ..;`: statements
+    /// ending in its outputs, `Ok(vec![h, ..])` (the inputs are `h`, `o`, and `pli` with
+    /// per-layer inputs).
+    fn post_stage(&self, v: &Variant) -> TokenStream;
+
+    /// Statements of a layer function binding its attention inputs, `q, k, v` (a donor)
+    /// or `q`, from the residual stream `h` by the `pre` stage and RoPE at `offset`.
+    fn attention_inputs(
+        &self,
+        pre: &Ident,
+        rope: &TokenStream,
+        offset: TokenStream,
+        donor: bool,
+    ) -> TokenStream {
+        if donor {
+            quote! {
+                // RoPE stays outside the compiled stages: on the CPU it is a composition
+                // of ops whose fused form rounds differently.
+                let [q, k, v] = s.run(i, Stage::Pre, #pre, &[h])?;
+                let k = blocks::rope(#rope, &k, #offset)?;
+                let q = blocks::rope(#rope, &q, #offset)?;
+            }
+        } else {
+            quote! {
+                let [q] = s.run(i, Stage::Pre, #pre, &[h])?;
+                let q = blocks::rope(#rope, &q, #offset)?;
+            }
+        }
+    }
+
+    /// The statement of a layer function binding the new `h` from the `post` stage run on
+    /// `args`.
+    fn post_call(&self, post: &Ident, args: TokenStream) -> TokenStream {
+        quote!(let [h] = s.run(i, Stage::Post, #post, #args)?;)
+    }
 
     /// Attention of `q` over `keys`/`values` (float, or quantized by `quant`) with
     /// `mask`.
@@ -132,77 +170,59 @@ impl FamilyCode for Gemma4Code {
         }
     }
 
-    fn post_stage(&self, v: &Variant) -> Vec<TokenStream> {
-        let mut after = vec![quote!(blocks::attention_out(
-            m,
-            w,
-            &h,
-            &o,
-            Composition::SingleToken
-        ))];
-        // The last block's residual add; with a layer scalar, the add and the scalar
-        // become one compiled kernel around the block's delta.
-        let last = if v.per_layer_input {
-            after.push(if v.moe {
-                quote!(blocks::moe_ffn(
-                    m,
-                    w,
-                    blocks::moe_weights(w, i)?,
-                    &h,
-                    Composition::SingleToken
-                ))
-            } else {
-                quote!(blocks::dense_ffn(m, w, &h, Composition::SingleToken))
-            });
-            (
-                quote!(blocks::per_layer_gate(
-                    m,
-                    blocks::ple_weights(w, i)?,
-                    &h,
-                    &pli
-                )),
-                quote!(blocks::per_layer_delta(
-                    m,
-                    blocks::ple_weights(w, i)?,
-                    &h,
-                    &pli
-                )?),
-            )
-        } else if v.moe {
-            (
-                quote!(blocks::moe_ffn(
-                    m,
-                    w,
-                    blocks::moe_weights(w, i)?,
-                    &h,
-                    Composition::SingleToken
-                )),
-                quote!(blocks::moe_ffn_delta(
-                    m,
-                    w,
-                    blocks::moe_weights(w, i)?,
-                    &h,
-                    Composition::SingleToken
-                )?),
-            )
+    fn step_imports(&self) -> Vec<TokenStream> {
+        Vec::new()
+    }
+
+    fn attention_inputs(
+        &self,
+        pre: &Ident,
+        rope: &TokenStream,
+        offset: TokenStream,
+        donor: bool,
+    ) -> TokenStream {
+        // RoPE follows the pre stage outside it (on the CPU its fused form rounds
+        // differently); with the fused CUDA kernels norms and RoPE are one kernel.
+        if donor {
+            quote!(let [q, k, v] = s.attention_inputs(i, #pre, h, #rope, #offset)?;)
         } else {
-            (
-                quote!(blocks::dense_ffn(m, w, &h, Composition::SingleToken)),
-                quote!(blocks::dense_ffn_delta(m, w, &h, Composition::SingleToken)?),
-            )
+            quote!(let [q] = s.attention_inputs(i, #pre, h, #rope, #offset)?;)
+        }
+    }
+
+    fn post_call(&self, post: &Ident, args: TokenStream) -> TokenStream {
+        quote!(let h = s.run_post(i, #post, #args)?;)
+    }
+
+    fn post_stage(&self, v: &Variant) -> TokenStream {
+        if v.moe {
+            return moe_post_stage(v);
+        }
+        // Dense: the attention residual with the feed-forward's input norm, then the
+        // layer's last residual add (the per-layer input's, else the feed-forward's),
+        // which in a fused single-token step also norms the next layer's input.
+        let scalar = if v.layer_scalar {
+            quote!(Some(blocks::scalar_weight(w, i)?))
+        } else {
+            quote!(None)
         };
-        let (added, delta) = last;
-        after.push(if v.layer_scalar {
-            quote!(blocks::scaled_residual(
-                &h,
-                &#delta,
-                blocks::scalar_weight(w, i)?,
-                Composition::SingleToken
-            ))
+        let end = if v.per_layer_input {
+            quote! {
+                let h = blocks::ffn_residual(m, w, &h, &f, Composition::SingleToken)?;
+                let ple = blocks::ple_weights(w, i)?;
+                let d = blocks::per_layer_raw(ple, &h, &pli, Composition::SingleToken)?;
+                blocks::layer_end(m, i, &h, &d, &ple.post_norm, #scalar, Composition::SingleToken)
+            }
         } else {
-            added
-        });
-        after
+            quote! {
+                let d = blocks::ffn_raw(w, &f, Composition::SingleToken)?;
+                blocks::layer_end(m, i, &h, &d, &w.post_ffn_norm, #scalar, Composition::SingleToken)
+            }
+        };
+        quote! {
+            let (h, f) = blocks::attention_residual(m, w, &h, &o, Composition::SingleToken)?;
+            #end
+        }
     }
 
     fn attend(
@@ -229,6 +249,70 @@ impl FamilyCode for Gemma4Code {
 
     fn mlp_phrase(&self) -> &'static str {
         "dense MLP"
+    }
+}
+
+/// The post stage of a Gemma 4 layer with MoE: the attention residual, the dense MLP and
+/// the experts, then the per-layer input and scalar where the layer has them.
+fn moe_post_stage(v: &Variant) -> TokenStream {
+    let moe = quote!(blocks::moe_ffn(
+        m,
+        w,
+        blocks::moe_weights(w, i)?,
+        &h,
+        Composition::SingleToken
+    ));
+    let mut after = vec![quote!(blocks::attention_out(
+        m,
+        w,
+        &h,
+        &o,
+        Composition::SingleToken
+    ))];
+    // The last block's residual add; with a layer scalar, the add and the scalar become
+    // one compiled kernel around the block's delta.
+    let (added, delta) = if v.per_layer_input {
+        after.push(moe);
+        (
+            quote!(blocks::per_layer_gate(
+                m,
+                blocks::ple_weights(w, i)?,
+                &h,
+                &pli
+            )),
+            quote!(blocks::per_layer_delta(
+                m,
+                blocks::ple_weights(w, i)?,
+                &h,
+                &pli
+            )?),
+        )
+    } else {
+        (
+            moe,
+            quote!(blocks::moe_ffn_delta(
+                m,
+                w,
+                blocks::moe_weights(w, i)?,
+                &h,
+                Composition::SingleToken
+            )?),
+        )
+    };
+    after.push(if v.layer_scalar {
+        quote!(blocks::scaled_residual(
+            &h,
+            &#delta,
+            blocks::scalar_weight(w, i)?,
+            Composition::SingleToken
+        ))
+    } else {
+        added
+    });
+    let steps = after.iter().map(|step| quote!(let h = #step?;));
+    quote! {
+        #(#steps)*
+        Ok(vec![h])
     }
 }
 
@@ -279,11 +363,12 @@ impl FamilyCode for LlamaCode {
         }
     }
 
-    fn post_stage(&self, _v: &Variant) -> Vec<TokenStream> {
-        vec![
-            quote!(blocks::attention_out(w, &h, &o, Composition::SingleToken)),
-            quote!(blocks::mlp(m, w, &h, Composition::SingleToken)),
-        ]
+    fn post_stage(&self, _v: &Variant) -> TokenStream {
+        quote! {
+            let h = blocks::attention_out(w, &h, &o, Composition::SingleToken)?;
+            let h = blocks::mlp(m, w, &h, Composition::SingleToken)?;
+            Ok(vec![h])
+        }
     }
 
     fn attend(

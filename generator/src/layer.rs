@@ -123,10 +123,7 @@ pub fn function(v: &Variant, layers: &[usize]) -> TokenStream {
     };
 
     // After attention: the family's blocks (output projection, feed-forward, ...).
-    let after = code
-        .post_stage(v)
-        .into_iter()
-        .map(|step| quote!(let h = #step?;));
+    let post_body = code.post_stage(v);
     let (post_params, post_sig) = if v.per_layer_input {
         (quote!([h, o, pli]), "[h, o, pli] -> [h]")
     } else {
@@ -141,8 +138,7 @@ pub fn function(v: &Variant, layers: &[usize]) -> TokenStream {
         fn #post(m: &#ty, i: usize, a: &[Array]) -> Result<Vec<Array>> {
             let #post_params = step::args(#post_name, i, a)?;
             let w = &m.weights.layers[i];
-            #(#after)*
-            Ok(vec![h])
+            #post_body
         }
     };
 
@@ -159,13 +155,10 @@ pub fn function(v: &Variant, layers: &[usize]) -> TokenStream {
     let attention = match v.role {
         Role::Donor { .. } => {
             let o = attend(quote!(&keys), quote!(&values));
+            let inputs = code.attention_inputs(&pre, &rope, quote!(offset), true);
             quote! {
-                // RoPE stays outside the compiled stages: on the CPU it is a composition
-                // of ops whose fused form rounds differently.
                 let offset = cache.offset() as i32;
-                let [q, k, v] = s.run(i, Stage::Pre, #pre, &[h])?;
-                let k = blocks::rope(#rope, &k, offset)?;
-                let q = blocks::rope(#rope, &q, offset)?;
+                #inputs
                 let (keys, values) = cache.update_and_fetch(&k, &v)?;
                 let o = #o;
             }
@@ -182,23 +175,24 @@ pub fn function(v: &Variant, layers: &[usize]) -> TokenStream {
                 }
             };
             let o = attend(quote!(keys), quote!(values));
+            let inputs = code.attention_inputs(&pre, &rope, quote!(shared.offset), false);
             quote! {
                 let #pattern = &shared.kv else {
                     return Err(unexpected_kv(i, #what));
                 };
-                let [q] = s.run(i, Stage::Pre, #pre, &[h])?;
-                let q = blocks::rope(#rope, &q, shared.offset)?;
+                #inputs
                 let o = #o;
             }
         }
     };
     let post_call = if v.per_layer_input {
+        let call = code.post_call(&post, quote!(&[h, &o, &pli]));
         quote! {
             let pli = s.per_layer_input(i)?.clone();
-            let [h] = s.run(i, Stage::Post, #post, &[h, &o, &pli])?;
+            #call
         }
     } else {
-        quote!(let [h] = s.run(i, Stage::Post, #post, &[h, &o])?;)
+        code.post_call(&post, quote!(&[h, &o]))
     };
     let (ret, tail) = if v.is_exported() {
         let kv = match v.quant() {

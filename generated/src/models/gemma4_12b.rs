@@ -20,7 +20,7 @@ use runtime::mlx_rs::Array;
 use runtime::model::{LanguageModel, ModelRef};
 use runtime::model::gemma4::blocks::{self, Composition};
 use runtime::config::LayerType;
-use runtime::model::gemma4::step::{self, DecodeSegments, LayerStages, Stage, Step};
+use runtime::model::gemma4::step::{self, DecodeSegments, LayerStages, Step};
 use runtime::model::gemma4::{Gemma4, monolith};
 use runtime::nn::sdpa_quantized;
 use runtime::plan::{Family, ModelPlan};
@@ -126,14 +126,17 @@ fn donor_sliding_q4g64_scalar_post(
 ) -> Result<Vec<Array>> {
     let [h, o] = step::args("donor_sliding_q4g64_scalar_post", i, a)?;
     let w = &m.weights.layers[i];
-    let h = blocks::attention_out(m, w, &h, &o, Composition::SingleToken)?;
-    let h = blocks::scaled_residual(
+    let (h, f) = blocks::attention_residual(m, w, &h, &o, Composition::SingleToken)?;
+    let d = blocks::ffn_raw(w, &f, Composition::SingleToken)?;
+    blocks::layer_end(
+        m,
+        i,
         &h,
-        &blocks::dense_ffn_delta(m, w, &h, Composition::SingleToken)?,
-        blocks::scalar_weight(w, i)?,
+        &d,
+        &w.post_ffn_norm,
+        Some(blocks::scalar_weight(w, i)?),
         Composition::SingleToken,
-    )?;
-    Ok(vec![h])
+    )
 }
 
 /// Layers 0-2, 4, 9, 13-16, 18-22, 24-28, 30-34, 36-40, 42-46. Sliding attention over its
@@ -146,12 +149,17 @@ fn donor_sliding_q4g64_scalar(
 ) -> Result<Array> {
     let m = s.m;
     let offset = cache.offset() as i32;
-    let [q, k, v] = s.run(i, Stage::Pre, donor_sliding_q4g64_scalar_pre, &[h])?;
-    let k = blocks::rope(&m.rope_sliding, &k, offset)?;
-    let q = blocks::rope(&m.rope_sliding, &q, offset)?;
+    let [q, k, v] = s
+        .attention_inputs(
+            i,
+            donor_sliding_q4g64_scalar_pre,
+            h,
+            &m.rope_sliding,
+            offset,
+        )?;
     let (keys, values) = cache.update_and_fetch(&k, &v)?;
     let o = sdpa_quantized(&q, &keys, &values, Q4G64, s.mask(LayerType::Sliding))?;
-    let [h] = s.run(i, Stage::Post, donor_sliding_q4g64_scalar_post, &[h, &o])?;
+    let h = s.run_post(i, donor_sliding_q4g64_scalar_post, &[h, &o])?;
     Ok(h)
 }
 
@@ -184,14 +192,17 @@ fn donor_sliding_q8g64_scalar_post(
 ) -> Result<Vec<Array>> {
     let [h, o] = step::args("donor_sliding_q8g64_scalar_post", i, a)?;
     let w = &m.weights.layers[i];
-    let h = blocks::attention_out(m, w, &h, &o, Composition::SingleToken)?;
-    let h = blocks::scaled_residual(
+    let (h, f) = blocks::attention_residual(m, w, &h, &o, Composition::SingleToken)?;
+    let d = blocks::ffn_raw(w, &f, Composition::SingleToken)?;
+    blocks::layer_end(
+        m,
+        i,
         &h,
-        &blocks::dense_ffn_delta(m, w, &h, Composition::SingleToken)?,
-        blocks::scalar_weight(w, i)?,
+        &d,
+        &w.post_ffn_norm,
+        Some(blocks::scalar_weight(w, i)?),
         Composition::SingleToken,
-    )?;
-    Ok(vec![h])
+    )
 }
 
 /// Layers 3, 6-8, 10, 12. Sliding attention over its own 8-bit group-64 ring cache; dense
@@ -204,12 +215,17 @@ fn donor_sliding_q8g64_scalar(
 ) -> Result<Array> {
     let m = s.m;
     let offset = cache.offset() as i32;
-    let [q, k, v] = s.run(i, Stage::Pre, donor_sliding_q8g64_scalar_pre, &[h])?;
-    let k = blocks::rope(&m.rope_sliding, &k, offset)?;
-    let q = blocks::rope(&m.rope_sliding, &q, offset)?;
+    let [q, k, v] = s
+        .attention_inputs(
+            i,
+            donor_sliding_q8g64_scalar_pre,
+            h,
+            &m.rope_sliding,
+            offset,
+        )?;
     let (keys, values) = cache.update_and_fetch(&k, &v)?;
     let o = sdpa_quantized(&q, &keys, &values, Q8G64, s.mask(LayerType::Sliding))?;
-    let [h] = s.run(i, Stage::Post, donor_sliding_q8g64_scalar_post, &[h, &o])?;
+    let h = s.run_post(i, donor_sliding_q8g64_scalar_post, &[h, &o])?;
     Ok(h)
 }
 
@@ -243,14 +259,17 @@ fn donor_full_q4g64_keqv_scalar_post(
 ) -> Result<Vec<Array>> {
     let [h, o] = step::args("donor_full_q4g64_keqv_scalar_post", i, a)?;
     let w = &m.weights.layers[i];
-    let h = blocks::attention_out(m, w, &h, &o, Composition::SingleToken)?;
-    let h = blocks::scaled_residual(
+    let (h, f) = blocks::attention_residual(m, w, &h, &o, Composition::SingleToken)?;
+    let d = blocks::ffn_raw(w, &f, Composition::SingleToken)?;
+    blocks::layer_end(
+        m,
+        i,
         &h,
-        &blocks::dense_ffn_delta(m, w, &h, Composition::SingleToken)?,
-        blocks::scalar_weight(w, i)?,
+        &d,
+        &w.post_ffn_norm,
+        Some(blocks::scalar_weight(w, i)?),
         Composition::SingleToken,
-    )?;
-    Ok(vec![h])
+    )
 }
 
 /// Layers 5, 11, 17, 23, 29, 35, 41, 47. Full attention over its own 4-bit group-64 growing
@@ -263,12 +282,11 @@ fn donor_full_q4g64_keqv_scalar(
 ) -> Result<Array> {
     let m = s.m;
     let offset = cache.offset() as i32;
-    let [q, k, v] = s.run(i, Stage::Pre, donor_full_q4g64_keqv_scalar_pre, &[h])?;
-    let k = blocks::rope(&m.rope_full, &k, offset)?;
-    let q = blocks::rope(&m.rope_full, &q, offset)?;
+    let [q, k, v] = s
+        .attention_inputs(i, donor_full_q4g64_keqv_scalar_pre, h, &m.rope_full, offset)?;
     let (keys, values) = cache.update_and_fetch(&k, &v)?;
     let o = sdpa_quantized(&q, &keys, &values, Q4G64, s.mask(LayerType::Full))?;
-    let [h] = s.run(i, Stage::Post, donor_full_q4g64_keqv_scalar_post, &[h, &o])?;
+    let h = s.run_post(i, donor_full_q4g64_keqv_scalar_post, &[h, &o])?;
     Ok(h)
 }
 

@@ -20,7 +20,7 @@ use runtime::mlx_rs::Array;
 use runtime::model::{LanguageModel, ModelRef};
 use runtime::model::gemma4::blocks::{self, Composition};
 use runtime::config::LayerType;
-use runtime::model::gemma4::step::{self, DecodeSegments, LayerStages, Stage, Step};
+use runtime::model::gemma4::step::{self, DecodeSegments, LayerStages, Step};
 use runtime::model::gemma4::{Gemma4, monolith};
 use runtime::nn::sdpa_quantized;
 use runtime::plan::{Family, ModelPlan};
@@ -132,12 +132,17 @@ fn donor_sliding_q8g64_moe_scalar(
 ) -> Result<Array> {
     let m = s.m;
     let offset = cache.offset() as i32;
-    let [q, k, v] = s.run(i, Stage::Pre, donor_sliding_q8g64_moe_scalar_pre, &[h])?;
-    let k = blocks::rope(&m.rope_sliding, &k, offset)?;
-    let q = blocks::rope(&m.rope_sliding, &q, offset)?;
+    let [q, k, v] = s
+        .attention_inputs(
+            i,
+            donor_sliding_q8g64_moe_scalar_pre,
+            h,
+            &m.rope_sliding,
+            offset,
+        )?;
     let (keys, values) = cache.update_and_fetch(&k, &v)?;
     let o = sdpa_quantized(&q, &keys, &values, Q8G64, s.mask(LayerType::Sliding))?;
-    let [h] = s.run(i, Stage::Post, donor_sliding_q8g64_moe_scalar_post, &[h, &o])?;
+    let h = s.run_post(i, donor_sliding_q8g64_moe_scalar_post, &[h, &o])?;
     Ok(h)
 }
 
@@ -197,12 +202,17 @@ fn donor_sliding_q4g64_moe_scalar(
 ) -> Result<Array> {
     let m = s.m;
     let offset = cache.offset() as i32;
-    let [q, k, v] = s.run(i, Stage::Pre, donor_sliding_q4g64_moe_scalar_pre, &[h])?;
-    let k = blocks::rope(&m.rope_sliding, &k, offset)?;
-    let q = blocks::rope(&m.rope_sliding, &q, offset)?;
+    let [q, k, v] = s
+        .attention_inputs(
+            i,
+            donor_sliding_q4g64_moe_scalar_pre,
+            h,
+            &m.rope_sliding,
+            offset,
+        )?;
     let (keys, values) = cache.update_and_fetch(&k, &v)?;
     let o = sdpa_quantized(&q, &keys, &values, Q4G64, s.mask(LayerType::Sliding))?;
-    let [h] = s.run(i, Stage::Post, donor_sliding_q4g64_moe_scalar_post, &[h, &o])?;
+    let h = s.run_post(i, donor_sliding_q4g64_moe_scalar_post, &[h, &o])?;
     Ok(h)
 }
 
@@ -261,12 +271,17 @@ fn donor_full_q8g64_keqv_moe_scalar(
 ) -> Result<Array> {
     let m = s.m;
     let offset = cache.offset() as i32;
-    let [q, k, v] = s.run(i, Stage::Pre, donor_full_q8g64_keqv_moe_scalar_pre, &[h])?;
-    let k = blocks::rope(&m.rope_full, &k, offset)?;
-    let q = blocks::rope(&m.rope_full, &q, offset)?;
+    let [q, k, v] = s
+        .attention_inputs(
+            i,
+            donor_full_q8g64_keqv_moe_scalar_pre,
+            h,
+            &m.rope_full,
+            offset,
+        )?;
     let (keys, values) = cache.update_and_fetch(&k, &v)?;
     let o = sdpa_quantized(&q, &keys, &values, Q8G64, s.mask(LayerType::Full))?;
-    let [h] = s.run(i, Stage::Post, donor_full_q8g64_keqv_moe_scalar_post, &[h, &o])?;
+    let h = s.run_post(i, donor_full_q8g64_keqv_moe_scalar_post, &[h, &o])?;
     Ok(h)
 }
 
@@ -325,12 +340,17 @@ fn donor_full_q4g64_keqv_moe_scalar(
 ) -> Result<Array> {
     let m = s.m;
     let offset = cache.offset() as i32;
-    let [q, k, v] = s.run(i, Stage::Pre, donor_full_q4g64_keqv_moe_scalar_pre, &[h])?;
-    let k = blocks::rope(&m.rope_full, &k, offset)?;
-    let q = blocks::rope(&m.rope_full, &q, offset)?;
+    let [q, k, v] = s
+        .attention_inputs(
+            i,
+            donor_full_q4g64_keqv_moe_scalar_pre,
+            h,
+            &m.rope_full,
+            offset,
+        )?;
     let (keys, values) = cache.update_and_fetch(&k, &v)?;
     let o = sdpa_quantized(&q, &keys, &values, Q4G64, s.mask(LayerType::Full))?;
-    let [h] = s.run(i, Stage::Post, donor_full_q4g64_keqv_moe_scalar_post, &[h, &o])?;
+    let h = s.run_post(i, donor_full_q4g64_keqv_moe_scalar_post, &[h, &o])?;
     Ok(h)
 }
 

@@ -20,7 +20,7 @@ use runtime::mlx_rs::Array;
 use runtime::model::{LanguageModel, ModelRef};
 use runtime::model::gemma4::blocks::{self, Composition};
 use runtime::config::LayerType;
-use runtime::model::gemma4::step::{self, DecodeSegments, LayerStages, Stage, Step};
+use runtime::model::gemma4::step::{self, DecodeSegments, LayerStages, Step};
 use runtime::model::gemma4::{Gemma4, monolith};
 use runtime::nn::sdpa_with;
 use runtime::plan::{Family, ModelPlan};
@@ -120,9 +120,14 @@ fn donor_sliding_plain_moe_scalar(
 ) -> Result<Array> {
     let m = s.m;
     let offset = cache.offset() as i32;
-    let [q, k, v] = s.run(i, Stage::Pre, donor_sliding_plain_moe_scalar_pre, &[h])?;
-    let k = blocks::rope(&m.rope_sliding, &k, offset)?;
-    let q = blocks::rope(&m.rope_sliding, &q, offset)?;
+    let [q, k, v] = s
+        .attention_inputs(
+            i,
+            donor_sliding_plain_moe_scalar_pre,
+            h,
+            &m.rope_sliding,
+            offset,
+        )?;
     let (keys, values) = cache.update_and_fetch(&k, &v)?;
     let o = sdpa_with(
         &q,
@@ -131,7 +136,7 @@ fn donor_sliding_plain_moe_scalar(
         s.mask(LayerType::Sliding),
         Composition::SingleToken,
     )?;
-    let [h] = s.run(i, Stage::Post, donor_sliding_plain_moe_scalar_post, &[h, &o])?;
+    let h = s.run_post(i, donor_sliding_plain_moe_scalar_post, &[h, &o])?;
     Ok(h)
 }
 
@@ -190,9 +195,14 @@ fn donor_full_plain_keqv_moe_scalar(
 ) -> Result<Array> {
     let m = s.m;
     let offset = cache.offset() as i32;
-    let [q, k, v] = s.run(i, Stage::Pre, donor_full_plain_keqv_moe_scalar_pre, &[h])?;
-    let k = blocks::rope(&m.rope_full, &k, offset)?;
-    let q = blocks::rope(&m.rope_full, &q, offset)?;
+    let [q, k, v] = s
+        .attention_inputs(
+            i,
+            donor_full_plain_keqv_moe_scalar_pre,
+            h,
+            &m.rope_full,
+            offset,
+        )?;
     let (keys, values) = cache.update_and_fetch(&k, &v)?;
     let o = sdpa_with(
         &q,
@@ -201,7 +211,7 @@ fn donor_full_plain_keqv_moe_scalar(
         s.mask(LayerType::Full),
         Composition::SingleToken,
     )?;
-    let [h] = s.run(i, Stage::Post, donor_full_plain_keqv_moe_scalar_post, &[h, &o])?;
+    let h = s.run_post(i, donor_full_plain_keqv_moe_scalar_post, &[h, &o])?;
     Ok(h)
 }
 

@@ -20,7 +20,7 @@ use runtime::mlx_rs::Array;
 use runtime::model::{LanguageModel, ModelRef};
 use runtime::model::gemma4::blocks::{self, Composition};
 use runtime::config::LayerType;
-use runtime::model::gemma4::step::{self, DecodeSegments, LayerStages, Stage, Step};
+use runtime::model::gemma4::step::{self, DecodeSegments, LayerStages, Step};
 use runtime::model::gemma4::{Gemma4, monolith};
 use runtime::nn::sdpa_with;
 use runtime::plan::{Family, ModelPlan};
@@ -125,14 +125,17 @@ fn donor_sliding_plain_scalar_post(
 ) -> Result<Vec<Array>> {
     let [h, o] = step::args("donor_sliding_plain_scalar_post", i, a)?;
     let w = &m.weights.layers[i];
-    let h = blocks::attention_out(m, w, &h, &o, Composition::SingleToken)?;
-    let h = blocks::scaled_residual(
+    let (h, f) = blocks::attention_residual(m, w, &h, &o, Composition::SingleToken)?;
+    let d = blocks::ffn_raw(w, &f, Composition::SingleToken)?;
+    blocks::layer_end(
+        m,
+        i,
         &h,
-        &blocks::dense_ffn_delta(m, w, &h, Composition::SingleToken)?,
-        blocks::scalar_weight(w, i)?,
+        &d,
+        &w.post_ffn_norm,
+        Some(blocks::scalar_weight(w, i)?),
         Composition::SingleToken,
-    )?;
-    Ok(vec![h])
+    )
 }
 
 /// Layers 0-4, 6-10, 12-16, 18-22, 24-28, 30-34, 36-40, 42-46, 48-52, 54-58. Sliding
@@ -145,9 +148,14 @@ fn donor_sliding_plain_scalar(
 ) -> Result<Array> {
     let m = s.m;
     let offset = cache.offset() as i32;
-    let [q, k, v] = s.run(i, Stage::Pre, donor_sliding_plain_scalar_pre, &[h])?;
-    let k = blocks::rope(&m.rope_sliding, &k, offset)?;
-    let q = blocks::rope(&m.rope_sliding, &q, offset)?;
+    let [q, k, v] = s
+        .attention_inputs(
+            i,
+            donor_sliding_plain_scalar_pre,
+            h,
+            &m.rope_sliding,
+            offset,
+        )?;
     let (keys, values) = cache.update_and_fetch(&k, &v)?;
     let o = sdpa_with(
         &q,
@@ -156,7 +164,7 @@ fn donor_sliding_plain_scalar(
         s.mask(LayerType::Sliding),
         Composition::SingleToken,
     )?;
-    let [h] = s.run(i, Stage::Post, donor_sliding_plain_scalar_post, &[h, &o])?;
+    let h = s.run_post(i, donor_sliding_plain_scalar_post, &[h, &o])?;
     Ok(h)
 }
 
@@ -190,14 +198,17 @@ fn donor_full_plain_keqv_scalar_post(
 ) -> Result<Vec<Array>> {
     let [h, o] = step::args("donor_full_plain_keqv_scalar_post", i, a)?;
     let w = &m.weights.layers[i];
-    let h = blocks::attention_out(m, w, &h, &o, Composition::SingleToken)?;
-    let h = blocks::scaled_residual(
+    let (h, f) = blocks::attention_residual(m, w, &h, &o, Composition::SingleToken)?;
+    let d = blocks::ffn_raw(w, &f, Composition::SingleToken)?;
+    blocks::layer_end(
+        m,
+        i,
         &h,
-        &blocks::dense_ffn_delta(m, w, &h, Composition::SingleToken)?,
-        blocks::scalar_weight(w, i)?,
+        &d,
+        &w.post_ffn_norm,
+        Some(blocks::scalar_weight(w, i)?),
         Composition::SingleToken,
-    )?;
-    Ok(vec![h])
+    )
 }
 
 /// Layers 5, 11, 17, 23, 29, 35, 41, 47, 53, 59. Full attention over its own float growing
@@ -210,9 +221,8 @@ fn donor_full_plain_keqv_scalar(
 ) -> Result<Array> {
     let m = s.m;
     let offset = cache.offset() as i32;
-    let [q, k, v] = s.run(i, Stage::Pre, donor_full_plain_keqv_scalar_pre, &[h])?;
-    let k = blocks::rope(&m.rope_full, &k, offset)?;
-    let q = blocks::rope(&m.rope_full, &q, offset)?;
+    let [q, k, v] = s
+        .attention_inputs(i, donor_full_plain_keqv_scalar_pre, h, &m.rope_full, offset)?;
     let (keys, values) = cache.update_and_fetch(&k, &v)?;
     let o = sdpa_with(
         &q,
@@ -221,7 +231,7 @@ fn donor_full_plain_keqv_scalar(
         s.mask(LayerType::Full),
         Composition::SingleToken,
     )?;
-    let [h] = s.run(i, Stage::Post, donor_full_plain_keqv_scalar_post, &[h, &o])?;
+    let h = s.run_post(i, donor_full_plain_keqv_scalar_post, &[h, &o])?;
     Ok(h)
 }
 

@@ -20,7 +20,7 @@ use runtime::mlx_rs::Array;
 use runtime::model::{LanguageModel, ModelRef};
 use runtime::model::gemma4::blocks::{self, SharedKv, Composition};
 use runtime::config::LayerType;
-use runtime::model::gemma4::step::{self, DecodeSegments, LayerStages, Stage, Step};
+use runtime::model::gemma4::step::{self, DecodeSegments, LayerStages, Step};
 use runtime::model::gemma4::{Gemma4, monolith};
 use runtime::nn::sdpa_quantized;
 use runtime::plan::{Family, ModelPlan};
@@ -101,15 +101,19 @@ fn donor_sliding_q4g64_ple_scalar_post(
 ) -> Result<Vec<Array>> {
     let [h, o, pli] = step::args("donor_sliding_q4g64_ple_scalar_post", i, a)?;
     let w = &m.weights.layers[i];
-    let h = blocks::attention_out(m, w, &h, &o, Composition::SingleToken)?;
-    let h = blocks::dense_ffn(m, w, &h, Composition::SingleToken)?;
-    let h = blocks::scaled_residual(
+    let (h, f) = blocks::attention_residual(m, w, &h, &o, Composition::SingleToken)?;
+    let h = blocks::ffn_residual(m, w, &h, &f, Composition::SingleToken)?;
+    let ple = blocks::ple_weights(w, i)?;
+    let d = blocks::per_layer_raw(ple, &h, &pli, Composition::SingleToken)?;
+    blocks::layer_end(
+        m,
+        i,
         &h,
-        &blocks::per_layer_delta(m, blocks::ple_weights(w, i)?, &h, &pli)?,
-        blocks::scalar_weight(w, i)?,
+        &d,
+        &ple.post_norm,
+        Some(blocks::scalar_weight(w, i)?),
         Composition::SingleToken,
-    )?;
-    Ok(vec![h])
+    )
 }
 
 /// Layers 0-2, 6-8, 12, 13, 15, 16, 18-21. Sliding attention over its own 4-bit group-64
@@ -122,14 +126,18 @@ fn donor_sliding_q4g64_ple_scalar(
 ) -> Result<Array> {
     let m = s.m;
     let offset = cache.offset() as i32;
-    let [q, k, v] = s.run(i, Stage::Pre, donor_sliding_q4g64_ple_scalar_pre, &[h])?;
-    let k = blocks::rope(&m.rope_sliding, &k, offset)?;
-    let q = blocks::rope(&m.rope_sliding, &q, offset)?;
+    let [q, k, v] = s
+        .attention_inputs(
+            i,
+            donor_sliding_q4g64_ple_scalar_pre,
+            h,
+            &m.rope_sliding,
+            offset,
+        )?;
     let (keys, values) = cache.update_and_fetch(&k, &v)?;
     let o = sdpa_quantized(&q, &keys, &values, Q4G64, s.mask(LayerType::Sliding))?;
     let pli = s.per_layer_input(i)?.clone();
-    let [h] = s
-        .run(i, Stage::Post, donor_sliding_q4g64_ple_scalar_post, &[h, &o, &pli])?;
+    let h = s.run_post(i, donor_sliding_q4g64_ple_scalar_post, &[h, &o, &pli])?;
     Ok(h)
 }
 
@@ -162,15 +170,19 @@ fn donor_sliding_q8g64_ple_scalar_post(
 ) -> Result<Vec<Array>> {
     let [h, o, pli] = step::args("donor_sliding_q8g64_ple_scalar_post", i, a)?;
     let w = &m.weights.layers[i];
-    let h = blocks::attention_out(m, w, &h, &o, Composition::SingleToken)?;
-    let h = blocks::dense_ffn(m, w, &h, Composition::SingleToken)?;
-    let h = blocks::scaled_residual(
+    let (h, f) = blocks::attention_residual(m, w, &h, &o, Composition::SingleToken)?;
+    let h = blocks::ffn_residual(m, w, &h, &f, Composition::SingleToken)?;
+    let ple = blocks::ple_weights(w, i)?;
+    let d = blocks::per_layer_raw(ple, &h, &pli, Composition::SingleToken)?;
+    blocks::layer_end(
+        m,
+        i,
         &h,
-        &blocks::per_layer_delta(m, blocks::ple_weights(w, i)?, &h, &pli)?,
-        blocks::scalar_weight(w, i)?,
+        &d,
+        &ple.post_norm,
+        Some(blocks::scalar_weight(w, i)?),
         Composition::SingleToken,
-    )?;
-    Ok(vec![h])
+    )
 }
 
 /// Layers 3, 4, 9, 10, 14. Sliding attention over its own 8-bit group-64 ring cache; dense
@@ -183,14 +195,18 @@ fn donor_sliding_q8g64_ple_scalar(
 ) -> Result<Array> {
     let m = s.m;
     let offset = cache.offset() as i32;
-    let [q, k, v] = s.run(i, Stage::Pre, donor_sliding_q8g64_ple_scalar_pre, &[h])?;
-    let k = blocks::rope(&m.rope_sliding, &k, offset)?;
-    let q = blocks::rope(&m.rope_sliding, &q, offset)?;
+    let [q, k, v] = s
+        .attention_inputs(
+            i,
+            donor_sliding_q8g64_ple_scalar_pre,
+            h,
+            &m.rope_sliding,
+            offset,
+        )?;
     let (keys, values) = cache.update_and_fetch(&k, &v)?;
     let o = sdpa_quantized(&q, &keys, &values, Q8G64, s.mask(LayerType::Sliding))?;
     let pli = s.per_layer_input(i)?.clone();
-    let [h] = s
-        .run(i, Stage::Post, donor_sliding_q8g64_ple_scalar_post, &[h, &o, &pli])?;
+    let h = s.run_post(i, donor_sliding_q8g64_ple_scalar_post, &[h, &o, &pli])?;
     Ok(h)
 }
 
@@ -223,15 +239,19 @@ fn donor_full_q4g64_ple_scalar_post(
 ) -> Result<Vec<Array>> {
     let [h, o, pli] = step::args("donor_full_q4g64_ple_scalar_post", i, a)?;
     let w = &m.weights.layers[i];
-    let h = blocks::attention_out(m, w, &h, &o, Composition::SingleToken)?;
-    let h = blocks::dense_ffn(m, w, &h, Composition::SingleToken)?;
-    let h = blocks::scaled_residual(
+    let (h, f) = blocks::attention_residual(m, w, &h, &o, Composition::SingleToken)?;
+    let h = blocks::ffn_residual(m, w, &h, &f, Composition::SingleToken)?;
+    let ple = blocks::ple_weights(w, i)?;
+    let d = blocks::per_layer_raw(ple, &h, &pli, Composition::SingleToken)?;
+    blocks::layer_end(
+        m,
+        i,
         &h,
-        &blocks::per_layer_delta(m, blocks::ple_weights(w, i)?, &h, &pli)?,
-        blocks::scalar_weight(w, i)?,
+        &d,
+        &ple.post_norm,
+        Some(blocks::scalar_weight(w, i)?),
         Composition::SingleToken,
-    )?;
-    Ok(vec![h])
+    )
 }
 
 /// Layers 5, 17. Full attention over its own 4-bit group-64 growing cache; dense MLP;
@@ -244,13 +264,12 @@ fn donor_full_q4g64_ple_scalar(
 ) -> Result<Array> {
     let m = s.m;
     let offset = cache.offset() as i32;
-    let [q, k, v] = s.run(i, Stage::Pre, donor_full_q4g64_ple_scalar_pre, &[h])?;
-    let k = blocks::rope(&m.rope_full, &k, offset)?;
-    let q = blocks::rope(&m.rope_full, &q, offset)?;
+    let [q, k, v] = s
+        .attention_inputs(i, donor_full_q4g64_ple_scalar_pre, h, &m.rope_full, offset)?;
     let (keys, values) = cache.update_and_fetch(&k, &v)?;
     let o = sdpa_quantized(&q, &keys, &values, Q4G64, s.mask(LayerType::Full))?;
     let pli = s.per_layer_input(i)?.clone();
-    let [h] = s.run(i, Stage::Post, donor_full_q4g64_ple_scalar_post, &[h, &o, &pli])?;
+    let h = s.run_post(i, donor_full_q4g64_ple_scalar_post, &[h, &o, &pli])?;
     Ok(h)
 }
 
@@ -283,15 +302,19 @@ fn donor_full_q8g64_ple_scalar_post(
 ) -> Result<Vec<Array>> {
     let [h, o, pli] = step::args("donor_full_q8g64_ple_scalar_post", i, a)?;
     let w = &m.weights.layers[i];
-    let h = blocks::attention_out(m, w, &h, &o, Composition::SingleToken)?;
-    let h = blocks::dense_ffn(m, w, &h, Composition::SingleToken)?;
-    let h = blocks::scaled_residual(
+    let (h, f) = blocks::attention_residual(m, w, &h, &o, Composition::SingleToken)?;
+    let h = blocks::ffn_residual(m, w, &h, &f, Composition::SingleToken)?;
+    let ple = blocks::ple_weights(w, i)?;
+    let d = blocks::per_layer_raw(ple, &h, &pli, Composition::SingleToken)?;
+    blocks::layer_end(
+        m,
+        i,
         &h,
-        &blocks::per_layer_delta(m, blocks::ple_weights(w, i)?, &h, &pli)?,
-        blocks::scalar_weight(w, i)?,
+        &d,
+        &ple.post_norm,
+        Some(blocks::scalar_weight(w, i)?),
         Composition::SingleToken,
-    )?;
-    Ok(vec![h])
+    )
 }
 
 /// Layer 11. Full attention over its own 8-bit group-64 growing cache; dense MLP;
@@ -304,13 +327,12 @@ fn donor_full_q8g64_ple_scalar(
 ) -> Result<Array> {
     let m = s.m;
     let offset = cache.offset() as i32;
-    let [q, k, v] = s.run(i, Stage::Pre, donor_full_q8g64_ple_scalar_pre, &[h])?;
-    let k = blocks::rope(&m.rope_full, &k, offset)?;
-    let q = blocks::rope(&m.rope_full, &q, offset)?;
+    let [q, k, v] = s
+        .attention_inputs(i, donor_full_q8g64_ple_scalar_pre, h, &m.rope_full, offset)?;
     let (keys, values) = cache.update_and_fetch(&k, &v)?;
     let o = sdpa_quantized(&q, &keys, &values, Q8G64, s.mask(LayerType::Full))?;
     let pli = s.per_layer_input(i)?.clone();
-    let [h] = s.run(i, Stage::Post, donor_full_q8g64_ple_scalar_post, &[h, &o, &pli])?;
+    let h = s.run_post(i, donor_full_q8g64_ple_scalar_post, &[h, &o, &pli])?;
     Ok(h)
 }
 
@@ -343,15 +365,19 @@ fn donor_sliding_q4g64_ple_scalar_export_post(
 ) -> Result<Vec<Array>> {
     let [h, o, pli] = step::args("donor_sliding_q4g64_ple_scalar_export_post", i, a)?;
     let w = &m.weights.layers[i];
-    let h = blocks::attention_out(m, w, &h, &o, Composition::SingleToken)?;
-    let h = blocks::dense_ffn(m, w, &h, Composition::SingleToken)?;
-    let h = blocks::scaled_residual(
+    let (h, f) = blocks::attention_residual(m, w, &h, &o, Composition::SingleToken)?;
+    let h = blocks::ffn_residual(m, w, &h, &f, Composition::SingleToken)?;
+    let ple = blocks::ple_weights(w, i)?;
+    let d = blocks::per_layer_raw(ple, &h, &pli, Composition::SingleToken)?;
+    blocks::layer_end(
+        m,
+        i,
         &h,
-        &blocks::per_layer_delta(m, blocks::ple_weights(w, i)?, &h, &pli)?,
-        blocks::scalar_weight(w, i)?,
+        &d,
+        &ple.post_norm,
+        Some(blocks::scalar_weight(w, i)?),
         Composition::SingleToken,
-    )?;
-    Ok(vec![h])
+    )
 }
 
 /// Layer 22. Sliding attention over its own 4-bit group-64 ring cache; dense MLP;
@@ -365,19 +391,17 @@ fn donor_sliding_q4g64_ple_scalar_export(
     let m = s.m;
     let offset = cache.offset() as i32;
     let [q, k, v] = s
-        .run(i, Stage::Pre, donor_sliding_q4g64_ple_scalar_export_pre, &[h])?;
-    let k = blocks::rope(&m.rope_sliding, &k, offset)?;
-    let q = blocks::rope(&m.rope_sliding, &q, offset)?;
+        .attention_inputs(
+            i,
+            donor_sliding_q4g64_ple_scalar_export_pre,
+            h,
+            &m.rope_sliding,
+            offset,
+        )?;
     let (keys, values) = cache.update_and_fetch(&k, &v)?;
     let o = sdpa_quantized(&q, &keys, &values, Q4G64, s.mask(LayerType::Sliding))?;
     let pli = s.per_layer_input(i)?.clone();
-    let [h] = s
-        .run(
-            i,
-            Stage::Post,
-            donor_sliding_q4g64_ple_scalar_export_post,
-            &[h, &o, &pli],
-        )?;
+    let h = s.run_post(i, donor_sliding_q4g64_ple_scalar_export_post, &[h, &o, &pli])?;
     let shared = SharedKv {
         kv: Kv::Quant {
             keys,
@@ -418,15 +442,19 @@ fn donor_full_q4g64_ple_scalar_export_post(
 ) -> Result<Vec<Array>> {
     let [h, o, pli] = step::args("donor_full_q4g64_ple_scalar_export_post", i, a)?;
     let w = &m.weights.layers[i];
-    let h = blocks::attention_out(m, w, &h, &o, Composition::SingleToken)?;
-    let h = blocks::dense_ffn(m, w, &h, Composition::SingleToken)?;
-    let h = blocks::scaled_residual(
+    let (h, f) = blocks::attention_residual(m, w, &h, &o, Composition::SingleToken)?;
+    let h = blocks::ffn_residual(m, w, &h, &f, Composition::SingleToken)?;
+    let ple = blocks::ple_weights(w, i)?;
+    let d = blocks::per_layer_raw(ple, &h, &pli, Composition::SingleToken)?;
+    blocks::layer_end(
+        m,
+        i,
         &h,
-        &blocks::per_layer_delta(m, blocks::ple_weights(w, i)?, &h, &pli)?,
-        blocks::scalar_weight(w, i)?,
+        &d,
+        &ple.post_norm,
+        Some(blocks::scalar_weight(w, i)?),
         Composition::SingleToken,
-    )?;
-    Ok(vec![h])
+    )
 }
 
 /// Layer 23. Full attention over its own 4-bit group-64 growing cache; dense MLP;
@@ -439,14 +467,18 @@ fn donor_full_q4g64_ple_scalar_export(
 ) -> Result<(Array, SharedKv)> {
     let m = s.m;
     let offset = cache.offset() as i32;
-    let [q, k, v] = s.run(i, Stage::Pre, donor_full_q4g64_ple_scalar_export_pre, &[h])?;
-    let k = blocks::rope(&m.rope_full, &k, offset)?;
-    let q = blocks::rope(&m.rope_full, &q, offset)?;
+    let [q, k, v] = s
+        .attention_inputs(
+            i,
+            donor_full_q4g64_ple_scalar_export_pre,
+            h,
+            &m.rope_full,
+            offset,
+        )?;
     let (keys, values) = cache.update_and_fetch(&k, &v)?;
     let o = sdpa_quantized(&q, &keys, &values, Q4G64, s.mask(LayerType::Full))?;
     let pli = s.per_layer_input(i)?.clone();
-    let [h] = s
-        .run(i, Stage::Post, donor_full_q4g64_ple_scalar_export_post, &[h, &o, &pli])?;
+    let h = s.run_post(i, donor_full_q4g64_ple_scalar_export_post, &[h, &o, &pli])?;
     let shared = SharedKv {
         kv: Kv::Quant {
             keys,
@@ -485,15 +517,19 @@ fn sharer_sliding_q4g64_ple_scalar_post(
 ) -> Result<Vec<Array>> {
     let [h, o, pli] = step::args("sharer_sliding_q4g64_ple_scalar_post", i, a)?;
     let w = &m.weights.layers[i];
-    let h = blocks::attention_out(m, w, &h, &o, Composition::SingleToken)?;
-    let h = blocks::dense_ffn(m, w, &h, Composition::SingleToken)?;
-    let h = blocks::scaled_residual(
+    let (h, f) = blocks::attention_residual(m, w, &h, &o, Composition::SingleToken)?;
+    let h = blocks::ffn_residual(m, w, &h, &f, Composition::SingleToken)?;
+    let ple = blocks::ple_weights(w, i)?;
+    let d = blocks::per_layer_raw(ple, &h, &pli, Composition::SingleToken)?;
+    blocks::layer_end(
+        m,
+        i,
         &h,
-        &blocks::per_layer_delta(m, blocks::ple_weights(w, i)?, &h, &pli)?,
-        blocks::scalar_weight(w, i)?,
+        &d,
+        &ple.post_norm,
+        Some(blocks::scalar_weight(w, i)?),
         Composition::SingleToken,
-    )?;
-    Ok(vec![h])
+    )
 }
 
 /// Layers 24-28, 30-34, 36-40. Sliding attention over the 4-bit group-64 K/V its donor
@@ -508,12 +544,17 @@ fn sharer_sliding_q4g64_ple_scalar(
     let Kv::Quant { keys, values, spec: Q4G64 } = &shared.kv else {
         return Err(unexpected_kv(i, "4-bit group-64"));
     };
-    let [q] = s.run(i, Stage::Pre, sharer_sliding_q4g64_ple_scalar_pre, &[h])?;
-    let q = blocks::rope(&m.rope_sliding, &q, shared.offset)?;
+    let [q] = s
+        .attention_inputs(
+            i,
+            sharer_sliding_q4g64_ple_scalar_pre,
+            h,
+            &m.rope_sliding,
+            shared.offset,
+        )?;
     let o = sdpa_quantized(&q, keys, values, Q4G64, s.mask(LayerType::Sliding))?;
     let pli = s.per_layer_input(i)?.clone();
-    let [h] = s
-        .run(i, Stage::Post, sharer_sliding_q4g64_ple_scalar_post, &[h, &o, &pli])?;
+    let h = s.run_post(i, sharer_sliding_q4g64_ple_scalar_post, &[h, &o, &pli])?;
     Ok(h)
 }
 
@@ -544,15 +585,19 @@ fn sharer_full_q4g64_ple_scalar_post(
 ) -> Result<Vec<Array>> {
     let [h, o, pli] = step::args("sharer_full_q4g64_ple_scalar_post", i, a)?;
     let w = &m.weights.layers[i];
-    let h = blocks::attention_out(m, w, &h, &o, Composition::SingleToken)?;
-    let h = blocks::dense_ffn(m, w, &h, Composition::SingleToken)?;
-    let h = blocks::scaled_residual(
+    let (h, f) = blocks::attention_residual(m, w, &h, &o, Composition::SingleToken)?;
+    let h = blocks::ffn_residual(m, w, &h, &f, Composition::SingleToken)?;
+    let ple = blocks::ple_weights(w, i)?;
+    let d = blocks::per_layer_raw(ple, &h, &pli, Composition::SingleToken)?;
+    blocks::layer_end(
+        m,
+        i,
         &h,
-        &blocks::per_layer_delta(m, blocks::ple_weights(w, i)?, &h, &pli)?,
-        blocks::scalar_weight(w, i)?,
+        &d,
+        &ple.post_norm,
+        Some(blocks::scalar_weight(w, i)?),
         Composition::SingleToken,
-    )?;
-    Ok(vec![h])
+    )
 }
 
 /// Layers 29, 35, 41. Full attention over the 4-bit group-64 K/V its donor fetched this
@@ -567,11 +612,17 @@ fn sharer_full_q4g64_ple_scalar(
     let Kv::Quant { keys, values, spec: Q4G64 } = &shared.kv else {
         return Err(unexpected_kv(i, "4-bit group-64"));
     };
-    let [q] = s.run(i, Stage::Pre, sharer_full_q4g64_ple_scalar_pre, &[h])?;
-    let q = blocks::rope(&m.rope_full, &q, shared.offset)?;
+    let [q] = s
+        .attention_inputs(
+            i,
+            sharer_full_q4g64_ple_scalar_pre,
+            h,
+            &m.rope_full,
+            shared.offset,
+        )?;
     let o = sdpa_quantized(&q, keys, values, Q4G64, s.mask(LayerType::Full))?;
     let pli = s.per_layer_input(i)?.clone();
-    let [h] = s.run(i, Stage::Post, sharer_full_q4g64_ple_scalar_post, &[h, &o, &pli])?;
+    let h = s.run_post(i, sharer_full_q4g64_ple_scalar_post, &[h, &o, &pli])?;
     Ok(h)
 }
 

@@ -20,7 +20,7 @@ use runtime::mlx_rs::Array;
 use runtime::model::{LanguageModel, ModelRef};
 use runtime::model::gemma4::blocks::{self, SharedKv, Composition};
 use runtime::config::LayerType;
-use runtime::model::gemma4::step::{self, DecodeSegments, LayerStages, Stage, Step};
+use runtime::model::gemma4::step::{self, DecodeSegments, LayerStages, Step};
 use runtime::model::gemma4::{Gemma4, monolith};
 use runtime::nn::sdpa_with;
 use runtime::plan::{Family, ModelPlan};
@@ -87,15 +87,19 @@ fn donor_sliding_plain_ple_scalar_post(
 ) -> Result<Vec<Array>> {
     let [h, o, pli] = step::args("donor_sliding_plain_ple_scalar_post", i, a)?;
     let w = &m.weights.layers[i];
-    let h = blocks::attention_out(m, w, &h, &o, Composition::SingleToken)?;
-    let h = blocks::dense_ffn(m, w, &h, Composition::SingleToken)?;
-    let h = blocks::scaled_residual(
+    let (h, f) = blocks::attention_residual(m, w, &h, &o, Composition::SingleToken)?;
+    let h = blocks::ffn_residual(m, w, &h, &f, Composition::SingleToken)?;
+    let ple = blocks::ple_weights(w, i)?;
+    let d = blocks::per_layer_raw(ple, &h, &pli, Composition::SingleToken)?;
+    blocks::layer_end(
+        m,
+        i,
         &h,
-        &blocks::per_layer_delta(m, blocks::ple_weights(w, i)?, &h, &pli)?,
-        blocks::scalar_weight(w, i)?,
+        &d,
+        &ple.post_norm,
+        Some(blocks::scalar_weight(w, i)?),
         Composition::SingleToken,
-    )?;
-    Ok(vec![h])
+    )
 }
 
 /// Layers 0-4, 6-10, 12-16, 18-21. Sliding attention over its own float ring cache; dense
@@ -108,9 +112,14 @@ fn donor_sliding_plain_ple_scalar(
 ) -> Result<Array> {
     let m = s.m;
     let offset = cache.offset() as i32;
-    let [q, k, v] = s.run(i, Stage::Pre, donor_sliding_plain_ple_scalar_pre, &[h])?;
-    let k = blocks::rope(&m.rope_sliding, &k, offset)?;
-    let q = blocks::rope(&m.rope_sliding, &q, offset)?;
+    let [q, k, v] = s
+        .attention_inputs(
+            i,
+            donor_sliding_plain_ple_scalar_pre,
+            h,
+            &m.rope_sliding,
+            offset,
+        )?;
     let (keys, values) = cache.update_and_fetch(&k, &v)?;
     let o = sdpa_with(
         &q,
@@ -120,8 +129,7 @@ fn donor_sliding_plain_ple_scalar(
         Composition::SingleToken,
     )?;
     let pli = s.per_layer_input(i)?.clone();
-    let [h] = s
-        .run(i, Stage::Post, donor_sliding_plain_ple_scalar_post, &[h, &o, &pli])?;
+    let h = s.run_post(i, donor_sliding_plain_ple_scalar_post, &[h, &o, &pli])?;
     Ok(h)
 }
 
@@ -154,15 +162,19 @@ fn donor_full_plain_ple_scalar_post(
 ) -> Result<Vec<Array>> {
     let [h, o, pli] = step::args("donor_full_plain_ple_scalar_post", i, a)?;
     let w = &m.weights.layers[i];
-    let h = blocks::attention_out(m, w, &h, &o, Composition::SingleToken)?;
-    let h = blocks::dense_ffn(m, w, &h, Composition::SingleToken)?;
-    let h = blocks::scaled_residual(
+    let (h, f) = blocks::attention_residual(m, w, &h, &o, Composition::SingleToken)?;
+    let h = blocks::ffn_residual(m, w, &h, &f, Composition::SingleToken)?;
+    let ple = blocks::ple_weights(w, i)?;
+    let d = blocks::per_layer_raw(ple, &h, &pli, Composition::SingleToken)?;
+    blocks::layer_end(
+        m,
+        i,
         &h,
-        &blocks::per_layer_delta(m, blocks::ple_weights(w, i)?, &h, &pli)?,
-        blocks::scalar_weight(w, i)?,
+        &d,
+        &ple.post_norm,
+        Some(blocks::scalar_weight(w, i)?),
         Composition::SingleToken,
-    )?;
-    Ok(vec![h])
+    )
 }
 
 /// Layers 5, 11, 17. Full attention over its own float growing cache; dense MLP;
@@ -175,9 +187,8 @@ fn donor_full_plain_ple_scalar(
 ) -> Result<Array> {
     let m = s.m;
     let offset = cache.offset() as i32;
-    let [q, k, v] = s.run(i, Stage::Pre, donor_full_plain_ple_scalar_pre, &[h])?;
-    let k = blocks::rope(&m.rope_full, &k, offset)?;
-    let q = blocks::rope(&m.rope_full, &q, offset)?;
+    let [q, k, v] = s
+        .attention_inputs(i, donor_full_plain_ple_scalar_pre, h, &m.rope_full, offset)?;
     let (keys, values) = cache.update_and_fetch(&k, &v)?;
     let o = sdpa_with(
         &q,
@@ -187,7 +198,7 @@ fn donor_full_plain_ple_scalar(
         Composition::SingleToken,
     )?;
     let pli = s.per_layer_input(i)?.clone();
-    let [h] = s.run(i, Stage::Post, donor_full_plain_ple_scalar_post, &[h, &o, &pli])?;
+    let h = s.run_post(i, donor_full_plain_ple_scalar_post, &[h, &o, &pli])?;
     Ok(h)
 }
 
@@ -220,15 +231,19 @@ fn donor_sliding_plain_ple_scalar_export_post(
 ) -> Result<Vec<Array>> {
     let [h, o, pli] = step::args("donor_sliding_plain_ple_scalar_export_post", i, a)?;
     let w = &m.weights.layers[i];
-    let h = blocks::attention_out(m, w, &h, &o, Composition::SingleToken)?;
-    let h = blocks::dense_ffn(m, w, &h, Composition::SingleToken)?;
-    let h = blocks::scaled_residual(
+    let (h, f) = blocks::attention_residual(m, w, &h, &o, Composition::SingleToken)?;
+    let h = blocks::ffn_residual(m, w, &h, &f, Composition::SingleToken)?;
+    let ple = blocks::ple_weights(w, i)?;
+    let d = blocks::per_layer_raw(ple, &h, &pli, Composition::SingleToken)?;
+    blocks::layer_end(
+        m,
+        i,
         &h,
-        &blocks::per_layer_delta(m, blocks::ple_weights(w, i)?, &h, &pli)?,
-        blocks::scalar_weight(w, i)?,
+        &d,
+        &ple.post_norm,
+        Some(blocks::scalar_weight(w, i)?),
         Composition::SingleToken,
-    )?;
-    Ok(vec![h])
+    )
 }
 
 /// Layer 22. Sliding attention over its own float ring cache; dense MLP; per-layer-input
@@ -242,9 +257,13 @@ fn donor_sliding_plain_ple_scalar_export(
     let m = s.m;
     let offset = cache.offset() as i32;
     let [q, k, v] = s
-        .run(i, Stage::Pre, donor_sliding_plain_ple_scalar_export_pre, &[h])?;
-    let k = blocks::rope(&m.rope_sliding, &k, offset)?;
-    let q = blocks::rope(&m.rope_sliding, &q, offset)?;
+        .attention_inputs(
+            i,
+            donor_sliding_plain_ple_scalar_export_pre,
+            h,
+            &m.rope_sliding,
+            offset,
+        )?;
     let (keys, values) = cache.update_and_fetch(&k, &v)?;
     let o = sdpa_with(
         &q,
@@ -254,13 +273,7 @@ fn donor_sliding_plain_ple_scalar_export(
         Composition::SingleToken,
     )?;
     let pli = s.per_layer_input(i)?.clone();
-    let [h] = s
-        .run(
-            i,
-            Stage::Post,
-            donor_sliding_plain_ple_scalar_export_post,
-            &[h, &o, &pli],
-        )?;
+    let h = s.run_post(i, donor_sliding_plain_ple_scalar_export_post, &[h, &o, &pli])?;
     let shared = SharedKv {
         kv: Kv::Float { keys, values },
         offset,
@@ -297,15 +310,19 @@ fn donor_full_plain_ple_scalar_export_post(
 ) -> Result<Vec<Array>> {
     let [h, o, pli] = step::args("donor_full_plain_ple_scalar_export_post", i, a)?;
     let w = &m.weights.layers[i];
-    let h = blocks::attention_out(m, w, &h, &o, Composition::SingleToken)?;
-    let h = blocks::dense_ffn(m, w, &h, Composition::SingleToken)?;
-    let h = blocks::scaled_residual(
+    let (h, f) = blocks::attention_residual(m, w, &h, &o, Composition::SingleToken)?;
+    let h = blocks::ffn_residual(m, w, &h, &f, Composition::SingleToken)?;
+    let ple = blocks::ple_weights(w, i)?;
+    let d = blocks::per_layer_raw(ple, &h, &pli, Composition::SingleToken)?;
+    blocks::layer_end(
+        m,
+        i,
         &h,
-        &blocks::per_layer_delta(m, blocks::ple_weights(w, i)?, &h, &pli)?,
-        blocks::scalar_weight(w, i)?,
+        &d,
+        &ple.post_norm,
+        Some(blocks::scalar_weight(w, i)?),
         Composition::SingleToken,
-    )?;
-    Ok(vec![h])
+    )
 }
 
 /// Layer 23. Full attention over its own float growing cache; dense MLP; per-layer-input
@@ -318,9 +335,14 @@ fn donor_full_plain_ple_scalar_export(
 ) -> Result<(Array, SharedKv)> {
     let m = s.m;
     let offset = cache.offset() as i32;
-    let [q, k, v] = s.run(i, Stage::Pre, donor_full_plain_ple_scalar_export_pre, &[h])?;
-    let k = blocks::rope(&m.rope_full, &k, offset)?;
-    let q = blocks::rope(&m.rope_full, &q, offset)?;
+    let [q, k, v] = s
+        .attention_inputs(
+            i,
+            donor_full_plain_ple_scalar_export_pre,
+            h,
+            &m.rope_full,
+            offset,
+        )?;
     let (keys, values) = cache.update_and_fetch(&k, &v)?;
     let o = sdpa_with(
         &q,
@@ -330,8 +352,7 @@ fn donor_full_plain_ple_scalar_export(
         Composition::SingleToken,
     )?;
     let pli = s.per_layer_input(i)?.clone();
-    let [h] = s
-        .run(i, Stage::Post, donor_full_plain_ple_scalar_export_post, &[h, &o, &pli])?;
+    let h = s.run_post(i, donor_full_plain_ple_scalar_export_post, &[h, &o, &pli])?;
     let shared = SharedKv {
         kv: Kv::Float { keys, values },
         offset,
@@ -366,15 +387,19 @@ fn sharer_sliding_plain_ple_scalar_post(
 ) -> Result<Vec<Array>> {
     let [h, o, pli] = step::args("sharer_sliding_plain_ple_scalar_post", i, a)?;
     let w = &m.weights.layers[i];
-    let h = blocks::attention_out(m, w, &h, &o, Composition::SingleToken)?;
-    let h = blocks::dense_ffn(m, w, &h, Composition::SingleToken)?;
-    let h = blocks::scaled_residual(
+    let (h, f) = blocks::attention_residual(m, w, &h, &o, Composition::SingleToken)?;
+    let h = blocks::ffn_residual(m, w, &h, &f, Composition::SingleToken)?;
+    let ple = blocks::ple_weights(w, i)?;
+    let d = blocks::per_layer_raw(ple, &h, &pli, Composition::SingleToken)?;
+    blocks::layer_end(
+        m,
+        i,
         &h,
-        &blocks::per_layer_delta(m, blocks::ple_weights(w, i)?, &h, &pli)?,
-        blocks::scalar_weight(w, i)?,
+        &d,
+        &ple.post_norm,
+        Some(blocks::scalar_weight(w, i)?),
         Composition::SingleToken,
-    )?;
-    Ok(vec![h])
+    )
 }
 
 /// Layers 24-28, 30-34, 36-40. Sliding attention over the float K/V its donor fetched this
@@ -389,8 +414,14 @@ fn sharer_sliding_plain_ple_scalar(
     let Kv::Float { keys, values } = &shared.kv else {
         return Err(unexpected_kv(i, "float"));
     };
-    let [q] = s.run(i, Stage::Pre, sharer_sliding_plain_ple_scalar_pre, &[h])?;
-    let q = blocks::rope(&m.rope_sliding, &q, shared.offset)?;
+    let [q] = s
+        .attention_inputs(
+            i,
+            sharer_sliding_plain_ple_scalar_pre,
+            h,
+            &m.rope_sliding,
+            shared.offset,
+        )?;
     let o = sdpa_with(
         &q,
         keys,
@@ -399,8 +430,7 @@ fn sharer_sliding_plain_ple_scalar(
         Composition::SingleToken,
     )?;
     let pli = s.per_layer_input(i)?.clone();
-    let [h] = s
-        .run(i, Stage::Post, sharer_sliding_plain_ple_scalar_post, &[h, &o, &pli])?;
+    let h = s.run_post(i, sharer_sliding_plain_ple_scalar_post, &[h, &o, &pli])?;
     Ok(h)
 }
 
@@ -431,15 +461,19 @@ fn sharer_full_plain_ple_scalar_post(
 ) -> Result<Vec<Array>> {
     let [h, o, pli] = step::args("sharer_full_plain_ple_scalar_post", i, a)?;
     let w = &m.weights.layers[i];
-    let h = blocks::attention_out(m, w, &h, &o, Composition::SingleToken)?;
-    let h = blocks::dense_ffn(m, w, &h, Composition::SingleToken)?;
-    let h = blocks::scaled_residual(
+    let (h, f) = blocks::attention_residual(m, w, &h, &o, Composition::SingleToken)?;
+    let h = blocks::ffn_residual(m, w, &h, &f, Composition::SingleToken)?;
+    let ple = blocks::ple_weights(w, i)?;
+    let d = blocks::per_layer_raw(ple, &h, &pli, Composition::SingleToken)?;
+    blocks::layer_end(
+        m,
+        i,
         &h,
-        &blocks::per_layer_delta(m, blocks::ple_weights(w, i)?, &h, &pli)?,
-        blocks::scalar_weight(w, i)?,
+        &d,
+        &ple.post_norm,
+        Some(blocks::scalar_weight(w, i)?),
         Composition::SingleToken,
-    )?;
-    Ok(vec![h])
+    )
 }
 
 /// Layers 29, 35, 41. Full attention over the float K/V its donor fetched this step; dense
@@ -454,8 +488,14 @@ fn sharer_full_plain_ple_scalar(
     let Kv::Float { keys, values } = &shared.kv else {
         return Err(unexpected_kv(i, "float"));
     };
-    let [q] = s.run(i, Stage::Pre, sharer_full_plain_ple_scalar_pre, &[h])?;
-    let q = blocks::rope(&m.rope_full, &q, shared.offset)?;
+    let [q] = s
+        .attention_inputs(
+            i,
+            sharer_full_plain_ple_scalar_pre,
+            h,
+            &m.rope_full,
+            shared.offset,
+        )?;
     let o = sdpa_with(
         &q,
         keys,
@@ -464,7 +504,7 @@ fn sharer_full_plain_ple_scalar(
         Composition::SingleToken,
     )?;
     let pli = s.per_layer_input(i)?.clone();
-    let [h] = s.run(i, Stage::Post, sharer_full_plain_ple_scalar_post, &[h, &o, &pli])?;
+    let h = s.run_post(i, sharer_full_plain_ple_scalar_post, &[h, &o, &pli])?;
     Ok(h)
 }
 

@@ -193,6 +193,25 @@ pub fn run_stage<M: Staged, const N: usize>(
     f: StageFn<M>,
     args: &[&Array],
 ) -> Result<[Array; N]> {
+    let out = run_stage_vec(m, segments, stages, i, stage, f, args)?;
+    let n = out.len();
+    out.try_into().map_err(|_| {
+        Error::Unsupported(format!(
+            "stage {stage:?} of layer {i} returned {n} arrays, expected {N}"
+        ))
+    })
+}
+
+/// [`run_stage`] with as many outputs as the stage returns.
+pub fn run_stage_vec<M: Staged>(
+    m: &M,
+    segments: Option<&mut DecodeSegments>,
+    stages: CompiledStages,
+    i: usize,
+    stage: Stage,
+    f: StageFn<M>,
+    args: &[&Array],
+) -> Result<Vec<Array>> {
     let args: Vec<Array> = args.iter().map(|a| (*a).clone()).collect();
     let eager_post = stage == Stage::Post && stages != CompiledStages::All;
     let out = match segments {
@@ -223,12 +242,7 @@ pub fn run_stage<M: Staged, const N: usize>(
     {
         crate::model::barrier::layer_done(h, m.barrier())?;
     }
-    let n = out.len();
-    out.try_into().map_err(|_| {
-        Error::Unsupported(format!(
-            "stage {stage:?} of layer {i} returned {n} arrays, expected {N}"
-        ))
-    })
+    Ok(out)
 }
 
 /// Whether a model with activations of `dtype` compiles its single-token steps: when

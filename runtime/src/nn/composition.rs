@@ -34,6 +34,12 @@ impl Composition {
         self == Composition::SingleToken && len == 1
     }
 
+    /// Whether a step of `len` tokens per sequence runs the fused CUDA kernels
+    /// ([`crate::kernels`]): the single-token form on a device that has them.
+    pub fn fused_kernels(self, len: i32) -> bool {
+        self.single(len) && crate::kernels::enabled()
+    }
+
     /// The fused projection to use for input `x` `[B, L, H]`, if any.
     pub fn fused<'a>(
         self,

@@ -108,6 +108,11 @@ impl FusedProjection {
         split_sizes(&self.weight.matmul_t(x)?, &self.outs, -1)
     }
 
+    /// The parts' products side by side, unsplit: `x Wᵀ` of the concatenated weight.
+    pub fn product(&self, x: &Array) -> Result<Array> {
+        self.weight.matmul_t(x)
+    }
+
     /// [`FusedProjection::forward`] as exactly `N` parts.
     pub fn forward_parts<const N: usize>(&self, x: &Array) -> Result<[Array; N]> {
         let parts = self.forward(x)?;

@@ -29,7 +29,7 @@ impl Mlp {
     }
 
     /// [`Mlp::forward`], with gate and up from the fused matmul where `composition`
-    /// picks it.
+    /// picks it, and the activation as one fused CUDA kernel where it runs them.
     pub fn forward_with(&self, x: &Array, composition: Composition) -> Result<Array> {
         let [g, u] = products(
             [&self.gate, &self.up],
@@ -37,7 +37,16 @@ impl Mlp {
             x,
             composition,
         )?;
-        self.down.forward(&geglu(&g, &u)?)
+        let a = if x.ndim() == 3 && composition.fused_kernels(x.dim(1)) {
+            let y = crate::kernels::geglu(&g, &u, crate::kernels::Gelu::Geglu)?;
+            crate::kernels::compare("MLP geglu", std::slice::from_ref(&y), || {
+                Ok(vec![geglu(&g, &u)?])
+            })?;
+            y
+        } else {
+            geglu(&g, &u)?
+        };
+        self.down.forward(&a)
     }
 
     /// Fuses gate and up (see [`FusedProjection::fuse`]); a no-op for float weights.

@@ -10,6 +10,7 @@ use super::weights::{AttnWeights, LayerWeights, MoeWeights, PleWeights};
 use crate::cache::{AnyCache, Kv};
 use crate::config::LayerType;
 use crate::error::{Error, Result};
+use crate::kernels;
 use crate::nn::activation::{gelu_approx, logit_softcap};
 pub use crate::nn::composition::Composition;
 use crate::nn::mask::AttnMask;
@@ -262,6 +263,178 @@ pub fn attention_out(
     let a = w.attn.o_proj.forward(&composition.merge_heads(o)?)?;
     let a = rms_norm(&a, Some(&w.post_attn_norm), m.eps)?;
     Ok(mlx_rs::ops::add(h, &a)?)
+}
+
+/// [`attention_out`] and the next block's input: `(h + post_attention_layernorm(o_proj(o)),
+/// pre_feedforward_layernorm(of that))`; with [`Composition::fused_kernels`], the norms
+/// and the add as one fused kernel.
+pub fn attention_residual(
+    m: &Gemma4,
+    w: &LayerWeights,
+    h: &Array,
+    o: &Array,
+    composition: Composition,
+) -> Result<(Array, Array)> {
+    if h.ndim() == 3 && composition.fused_kernels(h.dim(1)) {
+        let a = w.attn.o_proj.forward(&composition.merge_heads(o)?)?;
+        let (h_out, f) =
+            kernels::residual(h, &a, &w.post_attn_norm, None, Some(&w.pre_ffn_norm), m.eps)?;
+        let f = f.ok_or_else(|| Error::Unsupported("a fused residual without its norm".into()))?;
+        kernels::compare("attention residual", &[h_out.clone(), f.clone()], || {
+            let (h, f) = attention_residual(m, w, h, o, composition)?;
+            Ok(vec![h, f])
+        })?;
+        return Ok((h_out, f));
+    }
+    let h = attention_out(m, w, h, o, composition)?;
+    let f = rms_norm(&h, Some(&w.pre_ffn_norm), m.eps)?;
+    Ok((h, f))
+}
+
+/// The dense MLP of `f` (the normed input [`attention_residual`] gives) before its
+/// post-norm: what [`dense_ffn_delta`] normalizes.
+pub fn ffn_raw(w: &LayerWeights, f: &Array, composition: Composition) -> Result<Array> {
+    w.mlp.forward_with(f, composition)
+}
+
+/// [`dense_ffn`] from `h` and its normed input `f`: `h + post_feedforward_layernorm(mlp(f))`.
+pub fn ffn_residual(
+    m: &Gemma4,
+    w: &LayerWeights,
+    h: &Array,
+    f: &Array,
+    composition: Composition,
+) -> Result<Array> {
+    let d = rms_norm(&ffn_raw(w, f, composition)?, Some(&w.post_ffn_norm), m.eps)?;
+    Ok(mlx_rs::ops::add(h, &d)?)
+}
+
+/// The per-layer-input branch before its post-norm: `proj(gelu(gate(h)) * pli)`; with
+/// [`Composition::fused_kernels`], the activation and product as one fused kernel.
+pub fn per_layer_raw(
+    w: &PleWeights,
+    h: &Array,
+    pli: &Array,
+    composition: Composition,
+) -> Result<Array> {
+    let g = w.gate.forward(h)?;
+    let g = if h.ndim() == 3 && composition.fused_kernels(h.dim(1)) {
+        let y = kernels::geglu(&g, pli, kernels::Gelu::GeluThenMultiply)?;
+        kernels::compare("per-layer geglu", std::slice::from_ref(&y), || {
+            Ok(vec![mlx_rs::ops::multiply(gelu_approx(&g)?, pli)?])
+        })?;
+        y
+    } else {
+        mlx_rs::ops::multiply(gelu_approx(&g)?, pli)?
+    };
+    w.projection.forward(&g)
+}
+
+/// A layer's last residual add: `(h + rms_norm(d, norm)) [* scalar]`, as
+/// [`scaled_residual`] (or the add alone without a scalar). Returns `[h]`; with
+/// [`Composition::fused_kernels`] one fused kernel that also normalizes the sum with the
+/// next layer's input norm (there is one after layer `i` but the last), returning
+/// `[h, input_layernorm_{i+1}(h)]`.
+pub fn layer_end(
+    m: &Gemma4,
+    i: usize,
+    h: &Array,
+    d: &Array,
+    norm: &Array,
+    scalar: Option<&Array>,
+    composition: Composition,
+) -> Result<Vec<Array>> {
+    if h.ndim() == 3 && composition.fused_kernels(h.dim(1)) {
+        let next = m.weights.layers.get(i + 1).map(|w| &w.input_norm);
+        let (h_out, x) = kernels::residual(h, d, norm, scalar, next, m.eps)?;
+        let out: Vec<Array> = std::iter::once(h_out).chain(x).collect();
+        kernels::compare(&format!("layer end {i}"), &out, || {
+            let mut want = layer_end(m, i, h, d, norm, scalar, composition)?;
+            if let Some(w) = next {
+                let x = rms_norm(&want[0], Some(w), m.eps)?;
+                want.push(x);
+            }
+            Ok(want)
+        })?;
+        return Ok(out);
+    }
+    let d = rms_norm(d, Some(norm), m.eps)?;
+    Ok(vec![match scalar {
+        Some(s) => scaled_residual(h, &d, s, composition)?,
+        None => mlx_rs::ops::add(h, &d)?,
+    }])
+}
+
+/// Layer `i`'s attention inputs for one token with the fused kernel: q (and for a layer
+/// with its own K/V, `own_kv`, k and v) from `x` (the normed residual stream), normed and
+/// rotated by `rotation` at `offset` as [`queries_keys_values`] and [`rope`] give them.
+/// `None` where the layer's weights do not allow it (a donor without fused q/k/v weights).
+pub fn fused_attention_inputs(
+    m: &Gemma4,
+    i: usize,
+    x: &Array,
+    own_kv: bool,
+    rotation: &Rope,
+    offset: i32,
+) -> Result<Option<Vec<Array>>> {
+    let w = &m.weights.layers[i].attn;
+    let layer = &m.plan.layers[i];
+    let k_eq_v = layer.flags.k_eq_v;
+    let head_dim = match layer.attention {
+        LayerType::Sliding => m.config.head_dim,
+        LayerType::Full => m.config.global_head_dim,
+    } as i32;
+    let heads = m.config.num_attention_heads as i32;
+    let (product, k_norm) = if own_kv {
+        let (Some(qkv), Some(k_norm)) = (w.qkv.as_ref(), w.k_norm.as_ref()) else {
+            return Ok(None);
+        };
+        (qkv.product(x)?, Some(k_norm))
+    } else {
+        (w.q_proj.forward(x)?, None)
+    };
+    let q_width = heads * head_dim;
+    let kv_heads = if own_kv {
+        let kv_parts = if k_eq_v { 1 } else { 2 };
+        (product.dim(-1) - q_width) / (kv_parts * head_dim)
+    } else {
+        0
+    };
+    let out = kernels::attention_inputs(&kernels::AttentionInputs {
+        product: &product,
+        q_norm: &w.q_norm,
+        k_norm,
+        heads,
+        kv_heads,
+        head_dim,
+        k_eq_v,
+        rope: rotation,
+        offset,
+        eps: m.eps,
+    })?;
+    kernels::compare("attention inputs", &out, || {
+        let q = queries(m, w, x, head_dim, Composition::SingleToken)?;
+        let mut want = vec![rotation.apply(&q, offset)?];
+        if own_kv {
+            let k_end = q_width + kv_heads * head_dim;
+            let k_raw = product.try_index((.., .., q_width..k_end))?;
+            let v_raw = (!k_eq_v)
+                .then(|| product.try_index((.., .., k_end..)))
+                .transpose()?;
+            let (k, v) = finish_keys_values(
+                m,
+                w,
+                &k_raw,
+                v_raw.as_ref(),
+                head_dim,
+                Composition::SingleToken,
+            )?;
+            want.push(rotation.apply(&k, offset)?);
+            want.push(v);
+        }
+        Ok(want)
+    })?;
+    Ok(Some(out))
 }
 
 /// The dense feed-forward block with its norms and residual; with

@@ -7,12 +7,13 @@
 use mlx_rs::Array;
 
 use super::Gemma4;
-use super::blocks::{self, StepInputs, StepMasks};
+use super::blocks::{self, Composition, StepInputs, StepMasks};
 use crate::cache::AnyCache;
 use crate::config::LayerType;
 use crate::error::{Error, Result};
 use crate::model::barrier::{self, Barrier, FeedForward};
 use crate::model::segments::{self, Staged};
+use crate::nn::Rope;
 use crate::nn::mask::AttnMask;
 
 pub use crate::model::segments::{
@@ -55,6 +56,9 @@ pub struct Step<'a> {
     segments: Option<&'a mut DecodeSegments>,
     /// Which stages run compiled when `segments` is set.
     stages: CompiledStages,
+    /// A layer's normed input made by the fused end of the layer before it
+    /// ([`blocks::layer_end`]): `(layer, input_layernorm(h))`.
+    next_input: Option<(usize, Array)>,
 }
 
 impl<'a> Step<'a> {
@@ -78,6 +82,7 @@ impl<'a> Step<'a> {
             masks,
             segments,
             stages: compiled_stages(),
+            next_input: None,
         })
     }
 
@@ -111,6 +116,63 @@ impl<'a> Step<'a> {
             f,
             args,
         )
+    }
+
+    /// Layer `i`'s attention inputs from the residual stream `h`: `[q, k, v]` (`N` = 3, a
+    /// layer with its own K/V) or `[q]` (`N` = 1), q and k rotated at `offset`. Runs the
+    /// `pre` stage (compiled where the step compiles it) and RoPE; in a single-token step
+    /// with the fused kernels ([`crate::kernels`]), norms and RoPE as one kernel instead,
+    /// from the normed input the layer before made when there is one.
+    pub fn attention_inputs<const N: usize>(
+        &mut self,
+        i: usize,
+        pre: StageFn,
+        h: &Array,
+        rope: &Rope,
+        offset: i32,
+    ) -> Result<[Array; N]> {
+        let normed = self.next_input.take().filter(|(layer, _)| *layer == i);
+        if h.ndim() == 3 && Composition::SingleToken.fused_kernels(h.dim(1)) {
+            let m = self.m;
+            let x = match normed {
+                Some((_, x)) => x,
+                None => blocks::input_norm(m, &m.weights.layers[i], h)?,
+            };
+            if let Some(out) = blocks::fused_attention_inputs(m, i, &x, N == 3, rope, offset)? {
+                let n = out.len();
+                return out.try_into().map_err(|_| {
+                    Error::Unsupported(format!(
+                        "fused attention inputs of layer {i}: {n} arrays, expected {N}"
+                    ))
+                });
+            }
+        }
+        let mut out: [Array; N] = self.run(i, Stage::Pre, pre, &[h])?;
+        for a in out.iter_mut().take(2) {
+            *a = blocks::rope(rope, a, offset)?;
+        }
+        Ok(out)
+    }
+
+    /// Runs the `post` stage of layer `i` on `args` (as [`Step::run`]), returning the new
+    /// residual stream; a second output is the next layer's normed input, kept for its
+    /// [`Step::attention_inputs`].
+    pub fn run_post(&mut self, i: usize, post: StageFn, args: &[&Array]) -> Result<Array> {
+        let mut out = segments::run_stage_vec(
+            self.m,
+            self.segments.as_deref_mut(),
+            self.stages,
+            i,
+            Stage::Post,
+            post,
+            args,
+        )?
+        .into_iter();
+        let h = out.next().ok_or_else(|| {
+            Error::Unsupported(format!("the post stage of layer {i} returned nothing"))
+        })?;
+        self.next_input = out.next().map(|x| (i + 1, x));
+        Ok(h)
     }
 
     /// Final norm, head and softcap of the residual stream `h`.
