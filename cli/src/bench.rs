@@ -45,7 +45,8 @@ pub struct Args {
     #[arg(long)]
     kv: Option<KvChoice>,
     /// Implementations to measure: monolith, generated (compiled single-token steps),
-    /// generated-eager (not compiled); each may end in `:off`, `:ahead` or `:threaded` to
+    /// generated-eager (not compiled), generated-unfused (without the fused CUDA
+    /// kernels); each may end in `:off`, `:ahead` or `:threaded` to
     /// decode with that pipeline instead of `--pipeline`'s.
     #[arg(
         long,
@@ -120,6 +121,8 @@ struct Subject {
     pipeline: PipelineArg,
     /// Compiled single-token steps: forced on or off, or the device's default.
     compiled: Option<bool>,
+    /// The fused CUDA kernels: forced off, or the device's default.
+    fused: Option<bool>,
     reps: Vec<Rep>,
     host: HostSplit,
 }
@@ -150,13 +153,14 @@ fn subject(name: &str, loaded: &Loaded, pipeline: PipelineArg) -> Result<Subject
             })?,
         ),
     };
-    let (choice, compiled) = match base {
-        "monolith" => (ImplChoice::Monolith, None),
-        "generated" => (ImplChoice::Generated, None),
-        "generated-compiled" => (ImplChoice::Generated, Some(true)),
-        "generated-eager" => (ImplChoice::Generated, Some(false)),
+    let (choice, compiled, fused) = match base {
+        "monolith" => (ImplChoice::Monolith, None, None),
+        "generated" => (ImplChoice::Generated, None, None),
+        "generated-compiled" => (ImplChoice::Generated, Some(true), None),
+        "generated-eager" => (ImplChoice::Generated, Some(false), None),
+        "generated-unfused" => (ImplChoice::Generated, None, Some(false)),
         other => bail!(
-            "unknown implementation {other:?} (monolith, generated, generated-compiled, generated-eager)"
+            "unknown implementation {other:?} (monolith, generated, generated-compiled, generated-eager, generated-unfused)"
         ),
     };
     let model = model_dir::select(loaded.clone(), &choice)?;
@@ -166,6 +170,7 @@ fn subject(name: &str, loaded: &Loaded, pipeline: PipelineArg) -> Result<Subject
         model,
         pipeline,
         compiled,
+        fused,
         reps: Vec::new(),
         host: HostSplit::default(),
     })
@@ -192,6 +197,7 @@ fn rep(
     tokens: usize,
 ) -> Result<Rep> {
     step::set_compiled_decode(s.compiled);
+    runtime::kernels::set_enabled(s.fused);
     let mut caches = loaded.as_ref().float_caches(1);
     let (tokens, stats) = generate::generate(
         s.model.as_ref(),
@@ -220,6 +226,7 @@ fn host_split(
     steps: usize,
 ) -> Result<HostSplit> {
     step::set_compiled_decode(s.compiled);
+    runtime::kernels::set_enabled(s.fused);
     let mut caches = loaded.as_ref().float_caches(1);
     let opts = options(layout, 1, Pipeline::Off);
     generate::generate(s.model.as_ref(), &mut caches, prompt, &opts, |_| {
@@ -360,6 +367,7 @@ pub fn main(a: Args) -> Result<()> {
         }
     }
     step::set_compiled_decode(None);
+    runtime::kernels::set_enabled(None);
     let mlx_lm = match mlx_lm_python(a.mlx_lm.as_deref()) {
         Some(python) => match run_mlx_lm(&python, &a) {
             Ok(v) => Some(v),
@@ -425,6 +433,12 @@ fn report(
                         ModelRef::Llama(l) => runtime::model::llama::step::compiles(l),
                     };
                     step::set_compiled_decode(None);
+                    on
+                },
+                "fused_kernels": s.base != "monolith" && {
+                    runtime::kernels::set_enabled(s.fused);
+                    let on = runtime::kernels::enabled();
+                    runtime::kernels::set_enabled(None);
                     on
                 },
                 "prefill_tok_s": stat(&pick(|r| r.prefill_tok_s)),
