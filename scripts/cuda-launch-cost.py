@@ -12,6 +12,7 @@ import argparse
 import json
 
 import mlx.core as mx
+from mlx_timing import chain as timing_chain
 from mlx_timing import timed
 
 
@@ -30,13 +31,7 @@ def main():
     mx.eval(x, w, *wq)
 
     def chain(f, count=n):
-        def build():
-            y = x
-            for _ in range(count):
-                y = f(y)
-            return y
-
-        return build
+        return timing_chain(f, x, count)
 
     # name: (graph builder, primitives in the graph)
     cases = {

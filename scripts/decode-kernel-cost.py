@@ -16,6 +16,7 @@ import argparse
 import json
 
 import mlx.core as mx
+from mlx_timing import chain as timing_chain
 from mlx_timing import timed
 
 H, F, D, HQ, HKV, T, P, VOCAB = 2560, 10240, 256, 8, 2, 512, 256, 262144
@@ -61,13 +62,7 @@ def main():
     q5 = heads.reshape(1, HKV, HQ // HKV, 1, D)
 
     def chain(f, start, count=n):
-        def build():
-            y = start
-            for _ in range(count):
-                y = f(y)
-            return y
-
-        return build
+        return timing_chain(f, start, count)
 
     def attend(q):
         s = q @ k.swapaxes(-1, -2)
