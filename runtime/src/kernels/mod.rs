@@ -153,23 +153,12 @@ pub fn residual(
     let axis = h.dim(-1);
     let plan = plan_for(axis, h.dtype())?;
     let rows = h.size() as i32 / axis;
-    let mut names = vec!["h", "d", "wd"];
-    let mut inputs = vec![h, d, d_norm];
-    if let Some(s) = scale {
-        names.push("s");
-        inputs.push(s);
-    }
-    if let Some(w) = next_norm {
-        names.push("wn");
-        inputs.push(w);
-    }
-    let outputs = if next_norm.is_some() {
-        vec!["h_out", "x_out"]
-    } else {
-        vec!["h_out"]
-    };
-    let n_out = outputs.len();
+    let inputs: Vec<&Array> = [Some(h), Some(d), Some(d_norm), scale, next_norm]
+        .into_iter()
+        .flatten()
+        .collect();
     let (scaled, next) = (scale.is_some(), next_norm.is_some());
+    let n_out = 1 + next as usize;
     let name = match (scaled, next) {
         (false, false) => "mlx_aot_residual",
         (true, false) => "mlx_aot_residual_scaled",
@@ -180,8 +169,15 @@ pub fn residual(
         name,
         body: include_str!("../../kernels/residual.cu"),
         defines: vec![("AOT_SCALE", scaled as i32), ("AOT_NEXT", next as i32)],
-        inputs: names,
-        outputs,
+        inputs: ["h", "d", "wd"]
+            .into_iter()
+            .chain(scaled.then_some("s"))
+            .chain(next.then_some("wn"))
+            .collect(),
+        outputs: ["h_out"]
+            .into_iter()
+            .chain(next.then_some("x_out"))
+            .collect(),
     };
     let template = [
         Template::Dtype(c"T", h.dtype()),
@@ -363,22 +359,15 @@ pub fn attention_inputs(a: &AttentionInputs<'_>) -> Result<Vec<Array>> {
             ));
         }
     };
-    let mut names = vec!["qkv", "wq"];
     let ones;
     let offset = position(a.offset);
     let mut inputs = vec![a.product, a.q_norm];
     if let Some(k_norm) = a.k_norm {
         ones = cached(dtype, Constant::One)?;
-        names.extend(["wk", "ones"]);
         inputs.extend([k_norm, &ones]);
     }
-    names.push("offset");
     inputs.push(&offset);
-    if let Some(f) = freqs {
-        names.push("freqs");
-        inputs.push(f);
-    }
-    let outputs = if kv { vec!["q", "k", "v"] } else { vec!["q"] };
+    inputs.extend(freqs);
     let with_freqs = freqs.is_some();
     let name = match (kv, with_freqs) {
         (false, false) => "mlx_aot_queries",
@@ -395,8 +384,13 @@ pub fn attention_inputs(a: &AttentionInputs<'_>) -> Result<Vec<Array>> {
             ("AOT_SQ_FORM", 1),
             ("AOT_ROPE_FORM", 1),
         ],
-        inputs: names,
-        outputs,
+        inputs: ["qkv", "wq"]
+            .into_iter()
+            .chain(kv.then_some(["wk", "ones"]).into_iter().flatten())
+            .chain(["offset"])
+            .chain(with_freqs.then_some("freqs"))
+            .collect(),
+        outputs: if kv { vec!["q", "k", "v"] } else { vec!["q"] },
     };
     let template = [
         Template::Dtype(c"T", dtype),

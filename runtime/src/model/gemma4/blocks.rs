@@ -318,14 +318,15 @@ pub fn per_layer_raw(
     composition: Composition,
 ) -> Result<Array> {
     let g = w.gate.forward(h)?;
+    let reference = || -> Result<Array> { Ok(mlx_rs::ops::multiply(gelu_approx(&g)?, pli)?) };
     let g = if h.ndim() == 3 && composition.fused_kernels(h.dim(1)) {
         let y = kernels::geglu(&g, pli, kernels::Gelu::GeluThenMultiply)?;
         kernels::compare("per-layer geglu", std::slice::from_ref(&y), || {
-            Ok(vec![mlx_rs::ops::multiply(gelu_approx(&g)?, pli)?])
+            Ok(vec![reference()?])
         })?;
         y
     } else {
-        mlx_rs::ops::multiply(gelu_approx(&g)?, pli)?
+        reference()?
     };
     w.projection.forward(&g)
 }
@@ -456,8 +457,7 @@ pub fn dense_ffn_delta(
     composition: Composition,
 ) -> Result<Array> {
     let f = rms_norm(h, Some(&w.pre_ffn_norm), m.eps)?;
-    let f = w.mlp.forward_with(&f, composition)?;
-    rms_norm(&f, Some(&w.post_ffn_norm), m.eps)
+    rms_norm(&ffn_raw(w, &f, composition)?, Some(&w.post_ffn_norm), m.eps)
 }
 
 /// The MoE feed-forward block: the dense MLP and the experts in parallel from the same
@@ -502,10 +502,7 @@ pub fn per_layer_gate(m: &Gemma4, w: &PleWeights, h: &Array, pli: &Array) -> Res
 
 /// What [`per_layer_gate`] adds to `h`.
 pub fn per_layer_delta(m: &Gemma4, w: &PleWeights, h: &Array, pli: &Array) -> Result<Array> {
-    let g = w.gate.forward(h)?;
-    let g = gelu_approx(&g)?;
-    let g = mlx_rs::ops::multiply(&g, pli)?;
-    let g = w.projection.forward(&g)?;
+    let g = per_layer_raw(w, h, pli, Composition::Reference)?;
     rms_norm(&g, Some(&w.post_norm), m.eps)
 }
 
