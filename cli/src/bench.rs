@@ -13,8 +13,9 @@ use anyhow::{Context, Result, anyhow, bail};
 use runtime::generate::{self, Flow, GenerateOptions, Pipeline};
 use runtime::kv_layout::KvLayout;
 use runtime::mlx_rs::Array;
-use runtime::model::gemma4::step;
-use runtime::model::{LanguageModel, Loaded, ModelRef};
+use runtime::model::segments::{self, CompiledStages};
+use runtime::model::{LanguageModel, Loaded};
+use runtime::options::ExecOptions;
 use runtime::registry::ImplChoice;
 use runtime::sampling::Sampler;
 use serde_json::{Value, json};
@@ -118,11 +119,10 @@ struct Subject {
     /// The implementation's name without its pipeline.
     base: String,
     model: Box<dyn LanguageModel>,
+    /// The loaded model with this subject's execution options (the same weight arrays
+    /// for every subject).
+    loaded: Loaded,
     pipeline: PipelineArg,
-    /// Compiled single-token steps: forced on or off, or the device's default.
-    compiled: Option<bool>,
-    /// The fused CUDA kernels: forced off, or the device's default.
-    fused: Option<bool>,
     reps: Vec<Rep>,
     host: HostSplit,
 }
@@ -153,24 +153,34 @@ fn subject(name: &str, loaded: &Loaded, pipeline: PipelineArg) -> Result<Subject
             })?,
         ),
     };
-    let (choice, compiled, fused) = match base {
-        "monolith" => (ImplChoice::Monolith, None, None),
-        "generated" => (ImplChoice::Generated, None, None),
-        "generated-compiled" => (ImplChoice::Generated, Some(true), None),
-        "generated-eager" => (ImplChoice::Generated, Some(false), None),
-        "generated-unfused" => (ImplChoice::Generated, None, Some(false)),
+    let mut options = *loaded.options();
+    let choice = match base {
+        "monolith" => ImplChoice::Monolith,
+        "generated" => ImplChoice::Generated,
+        "generated-compiled" => {
+            options.compiled_stages = Some(segments::device_default_stages());
+            ImplChoice::Generated
+        }
+        "generated-eager" => {
+            options.compiled_stages = Some(CompiledStages::None);
+            ImplChoice::Generated
+        }
+        "generated-unfused" => {
+            options.fused_kernels = false;
+            ImplChoice::Generated
+        }
         other => bail!(
             "unknown implementation {other:?} (monolith, generated, generated-compiled, generated-eager, generated-unfused)"
         ),
     };
+    let loaded = loaded.with_options(options);
     let model = model_dir::select(loaded.clone(), &choice)?;
     Ok(Subject {
         name: name.to_owned(),
         base: base.to_owned(),
         model,
+        loaded,
         pipeline,
-        compiled,
-        fused,
         reps: Vec::new(),
         host: HostSplit::default(),
     })
@@ -189,16 +199,8 @@ fn options(layout: &KvLayout, tokens: usize, pipeline: Pipeline) -> GenerateOpti
 }
 
 /// One generation: prefill, then `gen` tokens pipelined.
-fn rep(
-    s: &Subject,
-    loaded: &Loaded,
-    prompt: &[u32],
-    layout: &KvLayout,
-    tokens: usize,
-) -> Result<Rep> {
-    step::set_compiled_decode(s.compiled);
-    runtime::kernels::set_enabled(s.fused);
-    let mut caches = loaded.as_ref().float_caches(1);
+fn rep(s: &Subject, prompt: &[u32], layout: &KvLayout, tokens: usize) -> Result<Rep> {
+    let mut caches = s.loaded.float_caches(1);
     let (tokens, stats) = generate::generate(
         s.model.as_ref(),
         &mut caches,
@@ -218,16 +220,8 @@ fn rep(
 
 /// After a prefill, `steps` single-token steps one at a time: the time to build each
 /// step's graph, the time to evaluate it, and the ops of one step's graph.
-fn host_split(
-    s: &Subject,
-    loaded: &Loaded,
-    prompt: &[u32],
-    layout: &KvLayout,
-    steps: usize,
-) -> Result<HostSplit> {
-    step::set_compiled_decode(s.compiled);
-    runtime::kernels::set_enabled(s.fused);
-    let mut caches = loaded.as_ref().float_caches(1);
+fn host_split(s: &Subject, prompt: &[u32], layout: &KvLayout, steps: usize) -> Result<HostSplit> {
+    let mut caches = s.loaded.float_caches(1);
     let opts = options(layout, 1, Pipeline::Off);
     generate::generate(s.model.as_ref(), &mut caches, prompt, &opts, |_| {
         Flow::Continue
@@ -328,8 +322,8 @@ pub fn main(a: Args) -> Result<()> {
     runtime::stream::share_default()?;
     let dir = ModelDir::open(&a.model)?;
     let layout = dir.kv_layout(a.kv)?;
-    let loaded = dir.load(layout.clone())?;
-    let vocab = loaded.as_ref().vocab_size();
+    let loaded = dir.load(dir.resolve(layout.clone())?, ExecOptions::from_env()?)?;
+    let vocab = loaded.vocab_size();
     let prompt = prompt_tokens(a.prompt, vocab);
     let mut subjects: Vec<Subject> = a
         .impls
@@ -340,13 +334,13 @@ pub fn main(a: Args) -> Result<()> {
     // Warm-up: kernels compiled (the GPU's first forward JITs them), segments traced.
     let warm = Instant::now();
     for s in &subjects {
-        rep(s, &loaded, &prompt, &layout, 8)?;
+        rep(s, &prompt, &layout, 8)?;
     }
     let warmup_s = warm.elapsed().as_secs_f64();
     eprintln!("warm-up {warmup_s:.1} s");
     for r in 0..a.reps {
         for s in subjects.iter_mut() {
-            let x = rep(s, &loaded, &prompt, &layout, a.tokens)?;
+            let x = rep(s, &prompt, &layout, a.tokens)?;
             eprintln!(
                 "rep {} {:<16} decode {:8.1} tok/s",
                 r + 1,
@@ -357,7 +351,7 @@ pub fn main(a: Args) -> Result<()> {
         }
     }
     for s in subjects.iter_mut() {
-        s.host = host_split(s, &loaded, &prompt, &layout, a.host_steps)?;
+        s.host = host_split(s, &prompt, &layout, a.host_steps)?;
     }
     if let Some(dir) = &a.graphs {
         std::fs::create_dir_all(dir).with_context(|| format!("creating {}", dir.display()))?;
@@ -366,8 +360,6 @@ pub fn main(a: Args) -> Result<()> {
             runtime::synth::write_atomic(&path, s.host.dot.as_bytes())?;
         }
     }
-    step::set_compiled_decode(None);
-    runtime::kernels::set_enabled(None);
     let mlx_lm = match mlx_lm_python(a.mlx_lm.as_deref()) {
         Some(python) => match run_mlx_lm(&python, &a) {
             Ok(v) => Some(v),
@@ -426,21 +418,10 @@ fn report(
             json!({
                 "implementation": s.model.implementation(),
                 "pipeline": format!("{:?}", s.pipeline.runtime()),
-                "compiled_decode": s.base != "monolith" && {
-                    step::set_compiled_decode(s.compiled);
-                    let on = match m.as_ref() {
-                        ModelRef::Gemma4(g) => step::compiles(g),
-                        ModelRef::Llama(l) => runtime::model::llama::step::compiles(l),
-                    };
-                    step::set_compiled_decode(None);
-                    on
-                },
-                "fused_kernels": s.base != "monolith" && {
-                    runtime::kernels::set_enabled(s.fused);
-                    let on = runtime::kernels::enabled();
-                    runtime::kernels::set_enabled(None);
-                    on
-                },
+                "compiled_decode": s.base != "monolith"
+                    && segments::compiles_with(s.loaded.options(), s.loaded.dtype()),
+                "fused_kernels": s.base != "monolith"
+                    && runtime::kernels::enabled(s.loaded.options()),
                 "prefill_tok_s": stat(&pick(|r| r.prefill_tok_s)),
                 "ttft_s": stat(&pick(|r| r.ttft_s)),
                 "decode_tok_s": stat(&pick(|r| r.decode_tok_s)),
@@ -497,9 +478,10 @@ fn report(
             "submit_ms_per_step": {"median": v["submit_ms_per_step"].clone()},
             "eval_ms_per_step": {"median": v["eval_ms_per_step"].clone()},
             "device": v["device"].clone(),
-            "caches": match m.family() {
-                runtime::plan::Family::Gemma4 => "float (mlx-lm cannot quantize Gemma 4's rotating caches)",
-                runtime::plan::Family::Llama => "float (mlx-lm's own caches as made)",
+            "caches": if m.plan().layers.iter().any(|l| l.cache.is_rotating()) {
+                "float (mlx-lm cannot quantize rotating caches)"
+            } else {
+                "float (mlx-lm's own caches as made)"
             },
         })
     });

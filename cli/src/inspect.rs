@@ -5,8 +5,6 @@ use std::path::PathBuf;
 
 use anyhow::Result;
 use runtime::fingerprint::Fingerprint;
-use runtime::model::AnyConfig;
-use runtime::model::llama::LlamaRope;
 use runtime::plan::{KvRole, LayerFlags, ModelPlan};
 use runtime::weights::catalog::Catalog;
 use serde_json::{Value, json};
@@ -99,97 +97,10 @@ pub fn main(a: Args) -> Result<()> {
         json!({
             "bytes": cat.total_bytes(),
             "tensors": cat.names().count(),
-            "activation_dtype_bytes": model_dir::activation_dtype_bytes(cat),
+            "activation_dtype_bytes": cat.activation_dtype_bytes(),
         })
     });
-    let (config, config_line) = match &dir.config {
-        AnyConfig::Gemma4(c) => (
-            json!({
-                "layers": c.num_hidden_layers,
-                "donors": plan.num_caches(),
-                "sharers": c.num_hidden_layers - plan.num_caches(),
-                "hidden_size": c.hidden_size,
-                "intermediate_size": c.intermediate_size,
-                "attention_heads": c.num_attention_heads,
-                "kv_heads": c.num_key_value_heads,
-                "global_kv_heads": c.num_global_key_value_heads,
-                "head_dim": c.head_dim,
-                "global_head_dim": c.global_head_dim,
-                "sliding_window": c.sliding_window,
-                "vocab_size": c.vocab_size,
-                "per_layer_input": c.hidden_size_per_layer_input,
-                "moe": c.moe.map(|m| json!({
-                    "experts": m.num_experts, "top_k": m.top_k, "intermediate_size": m.intermediate_size
-                })),
-                "k_eq_v": c.attention_k_eq_v,
-                "tie_word_embeddings": c.tie_word_embeddings,
-                "eos_token_ids": c.eos_token_ids,
-            }),
-            format!(
-                "config       {} layers ({} donors, {} sharers), hidden {}, mlp {}, heads {} (kv {}{}), head dim {}/{} (sliding/full), window {}, vocab {}{}{}",
-                c.num_hidden_layers,
-                plan.num_caches(),
-                c.num_hidden_layers - plan.num_caches(),
-                c.hidden_size,
-                c.intermediate_size,
-                c.num_attention_heads,
-                c.num_key_value_heads,
-                c.num_global_key_value_heads
-                    .map(|g| format!(", global kv {g}"))
-                    .unwrap_or_default(),
-                c.head_dim,
-                c.global_head_dim,
-                c.sliding_window,
-                c.vocab_size,
-                if c.hidden_size_per_layer_input > 0 {
-                    format!(", per-layer inputs {}", c.hidden_size_per_layer_input)
-                } else {
-                    String::new()
-                },
-                c.moe
-                    .map(|m| format!(", moe {} experts top {}", m.num_experts, m.top_k))
-                    .unwrap_or_default(),
-            ),
-        ),
-        AnyConfig::Llama(c) => (
-            json!({
-                "family": "llama",
-                "model_type": c.kind.model_type(),
-                "layers": c.num_hidden_layers,
-                "donors": plan.num_caches(),
-                "sharers": 0,
-                "hidden_size": c.hidden_size,
-                "intermediate_size": c.intermediate_size,
-                "attention_heads": c.num_attention_heads,
-                "kv_heads": c.num_key_value_heads,
-                "head_dim": c.head_dim,
-                "qk_norm": c.qk_norm,
-                "rope": format!("{:?}", c.rope),
-                "vocab_size": c.vocab_size,
-                "tie_word_embeddings": c.tie_word_embeddings,
-                "eos_token_ids": c.eos_token_ids,
-            }),
-            format!(
-                "config       {} layers ({}), hidden {}, mlp {} (SwiGLU), heads {} (kv {}), head dim {}{}, vocab {}{}",
-                c.num_hidden_layers,
-                c.kind.model_type(),
-                c.hidden_size,
-                c.intermediate_size,
-                c.num_attention_heads,
-                c.num_key_value_heads,
-                c.head_dim,
-                if c.qk_norm { ", q/k norm" } else { "" },
-                c.vocab_size,
-                match c.rope {
-                    LlamaRope::Default { theta } => format!(", rope theta {theta}"),
-                    LlamaRope::Llama3 { theta, scaling } => {
-                        format!(", llama3 rope theta {theta} factor {}", scaling.factor)
-                    }
-                },
-            ),
-        ),
-    };
-
+    let (config, config_line) = dir.config.summary(&plan);
     if a.json {
         let out = json!({
             "model": dir.dir.display().to_string(),

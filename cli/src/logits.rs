@@ -65,10 +65,9 @@ pub fn main(a: Args) -> Result<()> {
     let dir = ModelDir::open(&a.model)?;
     generate::check_tokens(&tokens, dir.config.vocab_size())?;
     let layout = dir.kv_layout(a.kv)?;
-    // Fail on a bad plan (a kv layout the model cannot take) before loading.
-    dir.plan(Some(&dir.catalog()?), &layout)?;
-
-    let loaded = dir.load(layout.clone())?;
+    // A bad plan (a kv layout the model cannot take) fails here, before loading.
+    let resolved = dir.resolve(layout.clone())?;
+    let loaded = dir.load(resolved, runtime::options::ExecOptions::from_env()?)?;
     let lm = model_dir::select(loaded.clone(), &a.implementation)?;
     let mut caches = loaded.as_ref().float_caches(1);
     let fast_before = lm.fast_path_calls();

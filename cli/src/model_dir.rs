@@ -8,11 +8,11 @@ use std::time::Duration;
 
 use anyhow::{Context, Result, bail};
 use indicatif::{ProgressBar, ProgressStyle};
-use runtime::config::Gemma4Config;
+use runtime::family::WeightFacts;
 use runtime::kv_layout::KvLayout;
-use runtime::model::gemma4::weights::weight_facts;
-use runtime::model::{AnyConfig, LanguageModel, Loaded};
-use runtime::plan::{ModelPlan, WeightFacts};
+use runtime::model::{AnyConfig, LanguageModel, Loaded, Resolved};
+use runtime::options::ExecOptions;
+use runtime::plan::ModelPlan;
 use runtime::quantization::QuantSpec;
 use runtime::registry::{ImplChoice, Registry};
 use runtime::weights::catalog::Catalog;
@@ -87,17 +87,6 @@ impl ModelDir {
         })
     }
 
-    /// The Gemma 4 config, or an error saying `what` supports only Gemma 4.
-    pub fn gemma4(&self, what: &str) -> Result<&Gemma4Config> {
-        self.config.gemma4().with_context(|| {
-            format!(
-                "{what} supports Gemma 4 models only; {} is a {} model",
-                self.dir.display(),
-                self.config.family().name()
-            )
-        })
-    }
-
     /// The folder's kv_config.json, if it has one.
     pub fn kv_config_path(&self) -> Option<PathBuf> {
         Some(self.dir.join("kv_config.json")).filter(|p| p.is_file())
@@ -123,28 +112,27 @@ impl ModelDir {
         }
     }
 
+    /// The plan for `layout`, with the weight facts of `catalog` (as every shipped
+    /// checkpoint has them when there are no weights): for what needs no load.
+    pub fn plan(&self, catalog: Option<&Catalog>, layout: &KvLayout) -> Result<ModelPlan> {
+        let facts = catalog.map_or(WeightFacts::AsShipped, WeightFacts::Tensors);
+        Ok(self.config.resolve(layout, facts)?)
+    }
+
     /// The weight catalog (headers only).
     pub fn catalog(&self) -> Result<Catalog> {
         Ok(Catalog::open(&self.dir)?)
     }
 
-    /// The plan for `layout`, with the weight facts of `catalog` (every layer scalar
-    /// present when there are no weights).
-    pub fn plan(&self, catalog: Option<&Catalog>, layout: &KvLayout) -> Result<ModelPlan> {
-        match &self.config {
-            AnyConfig::Gemma4(config) => {
-                let facts = match catalog {
-                    Some(c) => weight_facts(config, c),
-                    None => WeightFacts::all_scalars(config.num_hidden_layers),
-                };
-                Ok(ModelPlan::resolve(config, layout, &facts)?)
-            }
-            AnyConfig::Llama(config) => Ok(ModelPlan::resolve_llama(config, layout)?),
-        }
+    /// The folder planned for `layout`: its tensors catalogued (headers only) and the
+    /// plan resolved once, for admission, inspection and the load.
+    pub fn resolve(&self, layout: KvLayout) -> Result<Resolved> {
+        Ok(Resolved::open(&self.dir, layout)?)
     }
 
-    /// Loads the weights, with a progress bar on stderr when it is a terminal.
-    pub fn load(&self, layout: KvLayout) -> Result<Loaded> {
+    /// Loads the weights of `resolved` (this folder, planned), with a progress bar on
+    /// stderr when it is a terminal.
+    pub fn load(&self, resolved: Resolved, options: ExecOptions) -> Result<Loaded> {
         let bar = if std::io::stderr().is_terminal() {
             let bar = ProgressBar::new_spinner();
             bar.set_message(format!("loading {}", self.dir.display()));
@@ -157,7 +145,7 @@ impl ModelDir {
             .expect("a valid template")
             .progress_chars("=> ");
         let started = std::time::Instant::now();
-        let model = Loaded::load(&self.dir, layout, |done, total| {
+        let model = resolved.load(options, &mut |done, total| {
             if bar.length().is_none() {
                 bar.set_style(style.clone());
                 bar.set_length(total as u64);
@@ -190,13 +178,4 @@ pub fn uniform_layout(config: &AnyConfig, bits: u32) -> Result<KvLayout> {
 /// The implementation `choice` selects for `model`.
 pub fn select(model: Loaded, choice: &ImplChoice) -> Result<Box<dyn LanguageModel>> {
     Ok(registry()?.select(model, choice)?)
-}
-
-/// Bytes of one activation element of the weights in `catalog`: the float type of the
-/// embedding table (or of its scales, when quantized), as the loader decides it.
-pub fn activation_dtype_bytes(catalog: &Catalog) -> u64 {
-    catalog
-        .get("embed_tokens.scales")
-        .or_else(|| catalog.get("embed_tokens.weight"))
-        .map_or(2, |e| e.info.dtype.size())
 }

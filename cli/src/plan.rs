@@ -5,11 +5,10 @@
 use std::path::PathBuf;
 
 use anyhow::{Result, bail};
-use runtime::config::Gemma4Config;
+use runtime::family::{ModelConfig, WeightFacts};
 use runtime::generate::DEFAULT_PREFILL_CHUNK;
 use runtime::kv_layout::KvLayout;
-use runtime::memory::{self, MemoryModel, MemoryPlan};
-use runtime::plan::ModelPlan;
+use runtime::memory::{self, MemoryPlan};
 use runtime::quantization::QuantSpec;
 use serde_json::json;
 
@@ -51,10 +50,10 @@ pub struct Args {
 }
 
 /// Weight bytes of `config` estimated at `bits` (16: bf16), group 64.
-fn estimate(config: &Gemma4Config, bits: u32) -> Result<(u64, String)> {
+fn estimate(config: &dyn ModelConfig, bits: u32) -> Result<(u64, String)> {
     if bits == 16 {
         return Ok((
-            memory::estimate_weight_bytes(config, None, 2),
+            config.estimate_weight_bytes(None, 2),
             "estimated, bfloat16".to_owned(),
         ));
     }
@@ -65,7 +64,7 @@ fn estimate(config: &Gemma4Config, bits: u32) -> Result<(u64, String)> {
     .validate()
     .map_err(|m| anyhow::anyhow!("--bits: {m} (or 16 for bfloat16)"))?;
     Ok((
-        memory::estimate_weight_bytes(config, Some(q), 2),
+        config.estimate_weight_bytes(Some(q), 2),
         format!("estimated, {q}"),
     ))
 }
@@ -88,7 +87,6 @@ pub fn main(a: Args) -> Result<()> {
     ) {
         (Some(path), _) => {
             let dir = ModelDir::open(path)?;
-            let gemma = dir.gemma4("mlx-aot plan")?.clone();
             let layout = dir.kv_layout(a.kv)?;
             let catalog = optional_catalog(&dir)?;
             let plan = dir.plan(catalog.as_ref(), &layout)?;
@@ -102,60 +100,44 @@ pub fn main(a: Args) -> Result<()> {
                     }
                     (
                         cat.total_bytes(),
-                        model_dir::activation_dtype_bytes(cat),
+                        cat.activation_dtype_bytes(),
                         "measured from the weight files".to_owned(),
                     )
                 }
                 None => {
                     let bits = a.bits.unwrap_or_else(|| {
-                        gemma
-                            .quantization
-                            .as_ref()
+                        dir.config
+                            .quantization()
                             .and_then(|q| q.global)
                             .map_or(16, |q| q.bits)
                     });
-                    let (b, from) = estimate(&gemma, bits)?;
+                    let (b, from) = estimate(&*dir.config, bits)?;
                     (b, 2, from)
                 }
             };
             let name = path.display().to_string();
-            (name, gemma, layout, plan, bytes, dtype, from)
+            (name, dir.config, layout, plan, bytes, dtype, from)
         }
         (None, Some(preset)) => {
             let p = Preset::find(preset)?;
-            let any = p.config()?;
-            let config = any
-                .gemma4()
-                .ok_or_else(|| {
-                    anyhow::anyhow!(
-                        "mlx-aot plan supports Gemma 4 models only; preset {} is a {} model",
-                        p.name,
-                        any.family().name()
-                    )
-                })?
-                .clone();
+            let config = p.config()?;
             let layout = match a.kv {
                 None | Some(KvChoice::Config) if p.kv_config.is_some() => p.kv_layout()?,
                 Some(KvChoice::Config) => {
                     bail!("--kv config: preset {} has no kv_config.json", p.name)
                 }
                 None | Some(KvChoice::Float) => KvLayout::float(),
-                Some(KvChoice::Bits(bits)) => model_dir::uniform_layout(&any, bits)?,
+                Some(KvChoice::Bits(bits)) => model_dir::uniform_layout(&config, bits)?,
             };
-            let plan = ModelPlan::resolve(
-                &config,
-                &layout,
-                &runtime::plan::WeightFacts::all_scalars(config.num_hidden_layers),
-            )?;
-            let (bytes, from) = estimate(&config, a.bits.unwrap_or(4))?;
+            let plan = config.resolve(&layout, WeightFacts::AsShipped)?;
+            let (bytes, from) = estimate(&*config, a.bits.unwrap_or(4))?;
             (p.name.to_owned(), config, layout, plan, bytes, 2, from)
         }
         (None, None) => bail!("give --model DIR or --preset NAME"),
     };
 
-    let model = MemoryModel {
-        config: &config,
-        plan: &plan,
+    let model = memory::MemoryModel {
+        shape: config.memory_shape(&plan),
         weight_bytes,
         dtype_bytes,
         prefill_chunk: DEFAULT_PREFILL_CHUNK as u64,
@@ -167,14 +149,14 @@ pub fn main(a: Args) -> Result<()> {
             "model": name,
             "weights_from": weights_from,
             "kv_layout": layout.source,
-            "max_position_embeddings": config.max_position_embeddings,
+            "max_position_embeddings": config.max_position_embeddings(),
             "plan": p,
         });
         return crate::emit(&(serde_json::to_string_pretty(&out)? + "\n"));
     }
     let mut text = render(&name, &weights_from, &layout, &p);
     // The memory plan does not know the model's trained context length; show it beside.
-    if let Some(m) = config.max_position_embeddings {
+    if let Some(m) = config.max_position_embeddings() {
         outln!(text, "model limit  {m} tokens (max_position_embeddings)");
     }
     crate::emit(&text)

@@ -6,7 +6,8 @@ use std::path::PathBuf;
 
 use anyhow::{Result, bail};
 use runtime::generate::{self, DEFAULT_PREFILL_CHUNK, Flow, GenerateOptions};
-use runtime::memory::{self, MemoryModel};
+use runtime::memory;
+use runtime::options::ExecOptions;
 use runtime::registry::ImplChoice;
 use runtime::sampling::Sampler;
 
@@ -58,6 +59,10 @@ pub struct Args {
     /// Render the prompt through the folder's chat template as one user message.
     #[arg(long)]
     chat: bool,
+    /// Generate exactly --max-tokens tokens: do not stop at the model's end-of-sequence
+    /// tokens.
+    #[arg(long)]
+    ignore_eos: bool,
     /// Prompt tokens per prefill forward.
     #[arg(long, default_value_t = DEFAULT_PREFILL_CHUNK, value_name = "N")]
     prefill_chunk: usize,
@@ -91,6 +96,8 @@ pub fn main(a: Args) -> Result<()> {
     if a.prompt.trim().is_empty() {
         bail!("the prompt is empty");
     }
+    // The documented MLX_AOT_* execution options, read once, here at the edge.
+    let exec = ExecOptions::from_env()?;
     // Before anything touches MLX: a threaded pipeline needs every array on the shared stream.
     let pipeline = a.pipeline.prepare()?;
     let model = match &a.model {
@@ -111,36 +118,26 @@ pub fn main(a: Args) -> Result<()> {
     }
     generate::check_tokens(&prompt, dir.config.vocab_size())?;
 
-    // The memory plan, before anything is allocated (Gemma 4: the full plan; the Llama
-    // family: the library's admission of weights and caches, once loaded).
-    let catalog = dir.catalog()?;
-    let plan = dir.plan(Some(&catalog), &layout)?;
+    // The memory plan, before anything is allocated: the one admission every family
+    // takes, on the plan the load then uses.
+    let resolved = dir.resolve(layout.clone())?;
     let usable = memory::device_usable()?;
-    let mut memory_limit = None;
-    match dir.config.gemma4() {
-        Some(config) => {
-            let model = MemoryModel {
-                config,
-                plan: &plan,
-                weight_bytes: catalog.total_bytes(),
-                dtype_bytes: model_dir::activation_dtype_bytes(&catalog),
-                prefill_chunk: a.prefill_chunk as u64,
-            };
-            let context = (prompt.len() + a.max_tokens) as u64;
-            let memory_plan = model.plan(context, 1, usable);
-            memory::admit(&memory_plan)?;
-            tracing::info!(
-                "memory plan: {} of {} usable for {context} tokens",
-                figures::bytes(memory_plan.total),
-                figures::bytes(usable)
-            );
-        }
-        None => memory_limit = Some(usable),
-    }
-    drop(catalog);
+    let context = (prompt.len() + a.max_tokens) as u64;
+    let memory_plan = resolved
+        .memory_model(a.prefill_chunk)
+        .admit(context, 1, usable)?;
+    tracing::info!(
+        "memory plan: {} of {} usable for {context} tokens",
+        figures::bytes(memory_plan.total),
+        figures::bytes(usable)
+    );
 
-    let loaded = dir.load(layout.clone())?;
-    let stop_tokens = loaded.as_ref().eos_token_ids().to_vec();
+    let loaded = dir.load(resolved, exec)?;
+    let stop_tokens = if a.ignore_eos {
+        Vec::new()
+    } else {
+        loaded.eos_token_ids().to_vec()
+    };
     let lm = model_dir::select(loaded.clone(), &a.implementation)?;
     let mut caches = loaded.as_ref().float_caches(1);
     let opts = GenerateOptions {
@@ -150,7 +147,7 @@ pub fn main(a: Args) -> Result<()> {
         prefill_chunk: a.prefill_chunk,
         kv_layout: layout,
         pipeline,
-        memory_limit,
+        memory_limit: None,
     };
 
     let mut stdout = std::io::stdout().lock();

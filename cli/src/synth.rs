@@ -10,10 +10,10 @@
 use std::path::{Path, PathBuf};
 
 use anyhow::{Context, Result, anyhow, bail};
+use runtime::family::WeightFacts;
 use runtime::kv_layout::KvLayout;
 use runtime::mlx_rs::Dtype;
 use runtime::model::AnyConfig;
-use runtime::plan::{ModelPlan, WeightFacts};
 use runtime::quantization::QuantSpec;
 use runtime::synth::{SynthOptions, write_atomic};
 use serde_json::{Value, json};
@@ -115,14 +115,7 @@ pub fn main(a: Args) -> Result<()> {
         None => None,
     };
     // The kv layout must fit the (possibly shrunk) model before anything is written.
-    match &config {
-        AnyConfig::Gemma4(c) => {
-            ModelPlan::resolve(c, &layout, &WeightFacts::all_scalars(c.num_hidden_layers))?;
-        }
-        AnyConfig::Llama(c) => {
-            ModelPlan::resolve_llama(c, &layout)?;
-        }
-    }
+    config.resolve(&layout, WeightFacts::AsShipped)?;
     let dtype = match a.dtype {
         Some(DtypeArg::Bf16) => Dtype::Bfloat16,
         Some(DtypeArg::F32) => Dtype::Float32,
@@ -157,10 +150,7 @@ pub fn main(a: Args) -> Result<()> {
         "wrote {}: {} layers, hidden {}, vocab {vocab}, weights {} {}{}, kv {}\n",
         a.out.display(),
         config.num_hidden_layers(),
-        match &config {
-            AnyConfig::Gemma4(c) => c.hidden_size,
-            AnyConfig::Llama(c) => c.hidden_size,
-        },
+        config.hidden_size(),
         match quant {
             Some(q) => format!("{q} ({} scales)", dtype_name(dtype)),
             None => dtype_name(dtype).to_owned(),

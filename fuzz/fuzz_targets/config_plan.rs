@@ -14,7 +14,7 @@
 
 use libfuzzer_sys::fuzz_target;
 use mlx_aot_fuzz::{split, text};
-use runtime::config::Gemma4Config;
+use runtime::model::gemma4::Gemma4Config;
 use runtime::fingerprint::Fingerprint;
 use runtime::generate::DEFAULT_PREFILL_CHUNK;
 use runtime::kv_layout::KvLayout;
@@ -22,7 +22,8 @@ use runtime::memory::{MemoryModel, estimate_weight_bytes};
 use runtime::model::AnyConfig;
 use runtime::model::llama::config::LlamaConfig;
 use runtime::model::llama::weights::canonical_tensors as llama_tensors;
-use runtime::plan::{ModelPlan, WeightFacts};
+use runtime::model::gemma4::plan::WeightFacts;
+use runtime::plan::ModelPlan;
 use runtime::quantization::QuantSpec;
 
 /// What `mlx-aot plan` would be told a 24 GB machine can use.
@@ -84,7 +85,7 @@ fn gemma4(config: &Gemma4Config, layout: &KvLayout, salt: usize) {
             .map(|i| !salt.is_multiple_of(3) || i % 2 == 0)
             .collect(),
     };
-    let Ok(plan) = ModelPlan::resolve(config, layout, &facts) else {
+    let Ok(plan) = runtime::model::gemma4::plan::resolve(config, layout, &facts) else {
         return;
     };
     assert_eq!(plan.layers.len(), n);
@@ -122,7 +123,7 @@ fn llama(config: &LlamaConfig, layout: &KvLayout) {
     expected.quantization = None;
     assert_eq!(reread, expected, "config round trip");
 
-    let Ok(plan) = ModelPlan::resolve_llama(config, layout) else {
+    let Ok(plan) = runtime::model::llama::plan::resolve(config, layout) else {
         return;
     };
     assert_eq!(plan.num_caches(), config.num_hidden_layers);

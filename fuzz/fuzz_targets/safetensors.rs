@@ -17,7 +17,7 @@ use std::sync::OnceLock;
 
 use libfuzzer_sys::fuzz_target;
 use mlx_aot_fuzz::{split, text};
-use runtime::config::Gemma4Config;
+use runtime::model::gemma4::Gemma4Config;
 use runtime::model::gemma4::weights::{TensorRole, canonical_tensors, weight_facts};
 use runtime::weights::catalog::{Catalog, parse_index};
 use runtime::weights::expect::Expect;

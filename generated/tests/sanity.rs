@@ -48,7 +48,8 @@ fn twin_model(imp: &Implementation) -> (Loaded, KvLayout) {
             *t = t.as_dtype(Dtype::Float32).expect("cast to f32");
         }
     }
-    let model = Loaded::from_tensors(twin, kv.clone(), tensors).expect("twin model");
+    let model =
+        Loaded::from_tensors(twin, kv.clone(), Default::default(), tensors).expect("twin model");
     (model, kv)
 }
 

@@ -1,11 +1,12 @@
 //! One model module: header, `FINGERPRINT`, `CACHE_SIGNATURES`, the layer-variant
-//! functions, `forward_layers`, the model type with its guard and use counter, and
-//! `IMPLEMENTATION`. Built with `quote`, checked by `syn`, printed by `prettyplease`.
+//! functions, `forward_layers`, and what the module declares to the runtime
+//! (`SPECIALIZATION`, `IMPLEMENTATION`; the guard and wrapper are the runtime's
+//! `Specialized`). Built with `quote`, checked by `syn`, printed by `prettyplease`.
 
 use proc_macro2::{Literal, TokenStream};
 use quote::{format_ident, quote};
 use runtime::fingerprint::Fingerprint;
-use runtime::plan::{Family, ModelPlan};
+use runtime::plan::ModelPlan;
 use runtime::signature::CacheSignature;
 
 use crate::error::Result;
@@ -83,8 +84,8 @@ fn model_tokens(spec: ModuleSpec<'_>) -> Result<TokenStream> {
     let module_doc = doc::inner(&format!(
         "{name}, specialized by mlx-aot: {} ({}, {}) over {}, in {}.\n\n\
          [`{}`] runs [`forward_layers`] when the loaded model's plan has [`FINGERPRINT`] and \
-         the caches match [`CACHE_SIGNATURES`]; on any other call it runs the monolith, \
-         which computes the same bits more slowly.",
+         the caches match [`CACHE_SIGNATURES`] (the runtime's `Specialized` guard); on any \
+         other call it runs the monolith, which computes the same bits more slowly.",
         count(plan.layers.len(), "layer"),
         count(plan.num_caches(), "donor"),
         count(plan.layers.len() - plan.num_caches(), "sharer"),
@@ -100,13 +101,11 @@ fn model_tokens(spec: ModuleSpec<'_>) -> Result<TokenStream> {
         .iter()
         .map(|(v, layers)| layer::function(v, layers));
     let forward = forward::function(name, plan, &per_layer);
-    let has_sharers = per_layer.iter().any(|v| !v.is_donor());
-    let errors = forward::error_helpers(has_sharers);
     let mut specs: Vec<_> = signatures.iter().filter_map(|s| s.quant()).collect();
     specs.sort();
     specs.dedup();
     let quant_consts = specs.into_iter().map(layer::quant_const);
-    let model = model_type(spec, plan.family);
+    let model = model_type(spec, plan);
 
     Ok(quote! {
         #module_doc
@@ -123,8 +122,6 @@ fn model_tokens(spec: ModuleSpec<'_>) -> Result<TokenStream> {
         #(#functions)*
 
         #forward
-
-        #errors
 
         #model
     })
@@ -187,108 +184,66 @@ fn imports(plan: &ModelPlan, variants: &[Variant]) -> TokenStream {
         )
     });
 
-    quote! {
-        use std::cell::{Cell, RefCell};
-        use std::rc::Rc;
+    let sharers = variants.iter().any(|v| !v.is_donor());
+    let specialized = if sharers {
+        quote!(
+            use runtime::specialized::{Specialization, Specialized, unexpected_kv};
+        )
+    } else {
+        quote!(
+            use runtime::specialized::{Specialization, Specialized};
+        )
+    };
 
+    quote! {
         use runtime::cache::{#(#cache),*};
-        use runtime::error::{Error, Result};
-        use runtime::fingerprint::Fingerprint;
-        use runtime::guard;
+        use runtime::error::Result;
         use runtime::mlx_rs::Array;
-        use runtime::model::{LanguageModel, ModelRef};
         #blocks
         use runtime::config::LayerType;
         use #module::step::{self, DecodeSegments, LayerStages, #(#step_items,)* Step};
-        use #module::{#ty, monolith};
+        use #module::#ty;
         #attention
-        use runtime::plan::{Family, ModelPlan};
         #quant
-        use runtime::registry::{Constructor, Implementation};
+        use runtime::registry::Implementation;
         use runtime::signature::CacheSignature;
+        #specialized
     }
 }
 
-/// The model type, its `LanguageModel` impl, its constructor and `IMPLEMENTATION`.
-fn model_type(spec: ModuleSpec<'_>, family: Family) -> TokenStream {
+/// The model type (the runtime's wrapper over the family's model), `SPECIALIZATION` and
+/// `IMPLEMENTATION`.
+fn model_type(spec: ModuleSpec<'_>, plan: &ModelPlan) -> TokenStream {
     let ty = format_ident!("{}", spec.name.type_name());
     let name = spec.name.as_str();
     let id = spec.name.implementation_id();
     let source = spec.source_folder;
-    let tag = crate::family::of(family).model_type();
+    let tag = crate::family::of(plan.family).model_type();
     let type_doc = doc::lines(&format!(
-        "{name} with its generated fast path: a guard (the plan's fingerprint, checked once, \
-         and the live cache signatures, checked every call) in front of [`forward_layers`], \
-         the monolith behind it, and a count of the calls the fast path took."
+        "{name} with its generated fast path: the runtime's guard (the plan's fingerprint, \
+         checked once, and the live cache signatures, checked every call) in front of \
+         [`forward_layers`], the monolith behind it, and a count of the calls the fast path \
+         took."
     ));
-    let implementation_doc = doc::lines(&format!(
-        "The registry entry of {name}: id, family, fingerprint, source folder, constructor."
+    let specialization_doc = doc::lines(&format!(
+        "What the runtime needs of {name}: id, fingerprint, source folder, cache \
+         signatures, stages and the unrolled layers."
     ));
     quote! {
         #type_doc
-        #[derive(Debug)]
-        pub struct #ty {
-            model: Rc<#tag>,
-            plan_matches: bool,
-            fast_path_calls: Cell<u64>,
-            segments: RefCell<Option<DecodeSegments>>,
-        }
+        pub type #ty = Specialized<#tag>;
 
-        impl #ty {
-            /// Wraps a loaded model.
-            pub fn new(model: Rc<#tag>) -> Self {
-                let plan_matches = Fingerprint::of(&model.plan).short() == FINGERPRINT;
-                #ty {
-                    model,
-                    plan_matches,
-                    fast_path_calls: Cell::new(0),
-                    segments: RefCell::new(None),
-                }
-            }
-        }
-
-        impl LanguageModel for #ty {
-            fn forward(&self, tokens: &Array, caches: &mut [AnyCache]) -> Result<Array> {
-                if !self.plan_matches || !guard::caches_match(caches, &CACHE_SIGNATURES) {
-                    return monolith::forward(&self.model, tokens, caches);
-                }
-                self.fast_path_calls.set(self.fast_path_calls.get() + 1);
-                if tokens.ndim() == 2 && tokens.dim(1) == 1 && step::compiles(&self.model) {
-                    let mut segments = self.segments.borrow_mut();
-                    let segments = segments.get_or_insert_with(|| DecodeSegments::new(&self.model, &STAGES));
-                    return forward_layers(&self.model, tokens, caches, Some(segments));
-                }
-                forward_layers(&self.model, tokens, caches, None)
-            }
-
-            fn plan(&self) -> &ModelPlan {
-                &self.model.plan
-            }
-
-            fn loaded(&self) -> ModelRef<'_> {
-                ModelRef::#tag(&self.model)
-            }
-
-            fn implementation(&self) -> &str {
-                IMPLEMENTATION.id
-            }
-
-            fn fast_path_calls(&self) -> u64 {
-                self.fast_path_calls.get()
-            }
-        }
-
-        fn construct(model: Rc<#tag>) -> Box<dyn LanguageModel> {
-            Box::new(#ty::new(model))
-        }
-
-        #implementation_doc
-        pub const IMPLEMENTATION: Implementation = Implementation {
+        #specialization_doc
+        pub static SPECIALIZATION: Specialization<#tag> = Specialization {
             id: #id,
-            family: Family::#tag,
             fingerprint: FINGERPRINT,
             source: #source,
-            construct: Constructor::#tag(construct),
+            cache_signatures: &CACHE_SIGNATURES,
+            stages: &STAGES,
+            forward_layers,
         };
+
+        /// The registry entry.
+        pub const IMPLEMENTATION: Implementation = SPECIALIZATION.implementation();
     }
 }

@@ -6,19 +6,18 @@
 use proc_macro2::{Ident, TokenStream};
 use quote::{format_ident, quote};
 use runtime::config::LayerType;
-use runtime::plan::Family;
+use runtime::plan::FamilyId;
 use runtime::quantization::QuantSpec;
 
 use crate::layer::quant_spec;
 use crate::variant::{Role, Variant};
 
 /// A family's part of the emitted code.
-pub trait FamilyCode {
+pub trait FamilyCode: Sync {
     /// The runtime module of the family (`runtime::model::gemma4`).
     fn module(&self) -> TokenStream;
 
-    /// The loaded model type, and the variant naming the family in `Family`,
-    /// `Constructor` and `ModelRef` (`Gemma4`).
+    /// The loaded model type (`Gemma4`).
     fn model_type(&self) -> Ident;
 
     /// Items of the family's `blocks` module the stages name besides the module itself.
@@ -92,12 +91,26 @@ pub trait FamilyCode {
     fn mlp_phrase(&self) -> &'static str;
 }
 
-/// The code of `family`.
-pub fn of(family: Family) -> &'static dyn FamilyCode {
-    match family {
-        Family::Gemma4 => &Gemma4Code,
-        Family::Llama => &LlamaCode,
-    }
+/// Every family's code, by the family's name: the generator's side of
+/// `runtime::families::ALL`.
+static ALL: &[(&str, &dyn FamilyCode)] = &[("gemma4", &Gemma4Code), ("llama", &LlamaCode)];
+
+/// The code of `family`; an error naming it when the generator has none.
+pub fn find(family: FamilyId) -> crate::error::Result<&'static dyn FamilyCode> {
+    ALL.iter()
+        .find(|(name, _)| *name == family.name())
+        .map(|(_, code)| *code)
+        .ok_or_else(|| {
+            crate::error::Error::Unsupported(format!(
+                "the generator has no code for the {family} family"
+            ))
+        })
+}
+
+/// The code of `family`, which [`crate::variant::Variant::of`] (where every plan's layers
+/// go first) checked the generator has.
+pub fn of(family: FamilyId) -> &'static dyn FamilyCode {
+    find(family).expect("Variant::of checks that the generator knows the family")
 }
 
 /// Gemma 4: sliding and full layers, KV sharing, K=V, per-layer inputs, MoE, scalars.
@@ -210,12 +223,12 @@ impl FamilyCode for Gemma4Code {
             quote! {
                 let h = blocks::ffn_residual(m, w, &h, &f, Composition::SingleToken)?;
                 let ple = blocks::ple_weights(w, i)?;
-                let d = blocks::per_layer_raw(ple, &h, &pli, Composition::SingleToken)?;
+                let d = blocks::per_layer_raw(m, ple, &h, &pli, Composition::SingleToken)?;
                 blocks::layer_end(m, i, &h, &d, &ple.post_norm, #scalar, Composition::SingleToken)
             }
         } else {
             quote! {
-                let d = blocks::ffn_raw(w, &f, Composition::SingleToken)?;
+                let d = blocks::ffn_raw(m, w, &f, Composition::SingleToken)?;
                 blocks::layer_end(m, i, &h, &d, &w.post_ffn_norm, #scalar, Composition::SingleToken)
             }
         };

@@ -116,34 +116,11 @@ pub fn function(model_name: &str, plan: &ModelPlan, variants: &[Variant]) -> Tok
         ) -> Result<Array> {
             let mut s = Step::new(m, tokens, caches, segments)?;
             let [#(#patterns),*] = caches else {
-                return Err(cache_mismatch(caches));
+                return Err(SPECIALIZATION.cache_mismatch(caches));
             };
             let h = s.h.clone();
             #(#calls)*
             s.finish(&h)
         }
-    }
-}
-
-/// The errors the straight-line code returns when handed what it was not generated for
-/// (the guard keeps both from happening through the model type).
-pub fn error_helpers(has_sharers: bool) -> TokenStream {
-    let unexpected_kv = has_sharers.then(|| {
-        quote! {
-            /// A sharer handed K/V of another kind than it was generated for.
-            fn unexpected_kv(layer: usize, expected: &str) -> Error {
-                Error::Unsupported(format!("layer {layer} was generated for {expected} K/V from its donor"))
-            }
-        }
-    });
-    quote! {
-        /// `forward_layers` handed caches other than [`CACHE_SIGNATURES`].
-        fn cache_mismatch(caches: &[AnyCache]) -> Error {
-            let id = IMPLEMENTATION.id;
-            let why = guard::mismatch(caches, &CACHE_SIGNATURES).unwrap_or_default();
-            Error::Request(format!("{id} was generated for other caches: {why}"))
-        }
-
-        #unexpected_kv
     }
 }

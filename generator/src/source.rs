@@ -8,12 +8,12 @@
 
 use std::path::Path;
 
+use runtime::family::WeightFacts;
 use runtime::fingerprint::Fingerprint;
 use runtime::kv_layout::KvLayout;
 use runtime::model::AnyConfig;
-use runtime::plan::{ModelPlan, WeightFacts};
+use runtime::plan::ModelPlan;
 use runtime::weights::catalog::Catalog;
-use serde_json::Value;
 
 use crate::error::{Error, Result};
 use crate::ident::ModelName;
@@ -54,11 +54,9 @@ impl SourceTexts {
         let config = AnyConfig::from_json_str(&config_path.display().to_string(), &config_text)?;
         let kv_config = read_optional(&dir.join(KV_CONFIG_FILE))?;
         let catalog = Catalog::open(dir)?;
-        // Only Gemma 4 has weight facts (layer scalars); a Llama-family plan is the
-        // config and kv layout alone.
-        let weight_facts = config
-            .gemma4()
-            .map(|c| facts_json(&runtime::model::gemma4::weights::weight_facts(c, &catalog)));
+        // What the family reads from the tensors (Gemma 4: its layer scalars); nothing for
+        // a family whose plan is the config and kv layout alone.
+        let weight_facts = config.weight_facts_file(&catalog);
         Ok(SourceTexts {
             config: config_text,
             kv_config,
@@ -92,8 +90,6 @@ pub struct ModelSource {
     pub config: AnyConfig,
     /// The kv layout (float when the model has no kv_config.json).
     pub kv_layout: KvLayout,
-    /// The weight facts.
-    pub facts: WeightFacts,
     /// The resolved plan.
     pub plan: ModelPlan,
 }
@@ -108,32 +104,21 @@ impl ModelSource {
             Some(text) => KvLayout::from_json_str(&file(KV_CONFIG_FILE), text)?,
             None => KvLayout::float(),
         };
-        let layers = config.num_hidden_layers();
+        let facts_file = file(WEIGHT_FACTS_FILE);
         let facts = match &texts.weight_facts {
-            Some(text) => parse_facts(&file(WEIGHT_FACTS_FILE), text, layers)?,
-            None => WeightFacts::all_scalars(layers),
+            Some(text) => WeightFacts::File {
+                file: &facts_file,
+                text,
+            },
+            None => WeightFacts::AsShipped,
         };
-        let plan = match &config {
-            AnyConfig::Gemma4(c) => ModelPlan::resolve(c, &kv_layout, &facts)?,
-            AnyConfig::Llama(c) => {
-                if texts.weight_facts.is_some() {
-                    return Err(runtime::Error::config(
-                        file(WEIGHT_FACTS_FILE),
-                        "layer_scalar",
-                        "the Llama family has no layer scalars; remove this file",
-                    )
-                    .into());
-                }
-                ModelPlan::resolve_llama(c, &kv_layout)?
-            }
-        };
+        let plan = config.resolve(&kv_layout, facts)?;
         Ok(ModelSource {
             name,
             folder: folder.to_owned(),
             files: texts.files(),
             config,
             kv_layout,
-            facts,
             plan,
         })
     }
@@ -142,45 +127,6 @@ impl ModelSource {
     pub fn fingerprint(&self) -> Fingerprint {
         Fingerprint::of(&self.plan)
     }
-}
-
-/// `weight_facts.json` for `facts`.
-pub fn facts_json(facts: &WeightFacts) -> String {
-    let flags: Vec<&str> = facts
-        .layer_scalar
-        .iter()
-        .map(|&s| if s { "true" } else { "false" })
-        .collect();
-    format!(
-        "{{\n  \"_note\": \"layer i carries layers.i.layer_scalar (read from the checkpoint's \
-         safetensors headers by cargo xtask generate --model-dir)\",\n  \"layer_scalar\": [{}]\n}}\n",
-        flags.join(", ")
-    )
-}
-
-fn parse_facts(file: &str, text: &str, layers: usize) -> Result<WeightFacts> {
-    let value = runtime::json::parse(file, text)?;
-    let bad = |message: String| runtime::Error::config(file, "layer_scalar", message);
-    let items = value
-        .get("layer_scalar")
-        .and_then(Value::as_array)
-        .ok_or_else(|| bad("missing; expected a list of true/false, one per layer".into()))?;
-    if items.len() != layers {
-        return Err(bad(format!(
-            "has {} entries, expected num_hidden_layers = {layers}",
-            items.len()
-        ))
-        .into());
-    }
-    let layer_scalar = items
-        .iter()
-        .enumerate()
-        .map(|(i, v)| {
-            v.as_bool()
-                .ok_or_else(|| bad(format!("entry {i} is {v}, expected true or false")))
-        })
-        .collect::<Result<Vec<bool>, runtime::Error>>()?;
-    Ok(WeightFacts { layer_scalar })
 }
 
 fn read(path: &Path) -> Result<String> {

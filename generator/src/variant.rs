@@ -10,7 +10,8 @@
 use std::fmt::Write as _;
 
 use runtime::config::LayerType;
-use runtime::plan::{Family, KvRole, LayerPlan};
+use runtime::model::{gemma4, llama};
+use runtime::plan::{FamilyId, KvRole, LayerPlan};
 use runtime::quantization::QuantSpec;
 use runtime::signature::CacheSignature;
 
@@ -32,7 +33,7 @@ pub enum Role {
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub struct Variant {
     /// The family whose blocks the function calls.
-    pub family: Family,
+    pub family: FamilyId,
     /// Donor or sharer.
     pub role: Role,
     /// Sliding or full attention.
@@ -53,7 +54,8 @@ pub struct Variant {
 
 impl Variant {
     /// The variant of layer `index` of a plan of `family`.
-    pub fn of(family: Family, index: usize, layer: &LayerPlan) -> Result<Self> {
+    pub fn of(family: FamilyId, index: usize, layer: &LayerPlan) -> Result<Self> {
+        crate::family::find(family)?;
         let sliding = layer.attention == LayerType::Sliding;
         if layer.cache.is_rotating() != sliding {
             return Err(Error::Unsupported(format!(
@@ -71,7 +73,7 @@ impl Variant {
                 "layer {index} shares K/V but is marked k_eq_v (only donors project K/V)"
             )));
         }
-        if family == Family::Llama {
+        if family == llama::FAMILY_ID {
             let f = layer.flags;
             let gemma_only = f.k_eq_v || f.per_layer_input || f.moe || f.layer_scalar;
             if layer.attention != LayerType::Full || role != (Role::Donor { exported: false }) {
@@ -85,7 +87,7 @@ impl Variant {
                 )));
             }
         }
-        if family == Family::Gemma4 && layer.flags.qk_norm {
+        if family == gemma4::FAMILY_ID && layer.flags.qk_norm {
             return Err(Error::Unsupported(format!(
                 "layer {index}: qk_norm is a Llama-family flag (Gemma 4 always norms q/k)"
             )));
@@ -238,7 +240,7 @@ mod tests {
     #[test]
     fn names_follow_the_design() {
         let v = Variant {
-            family: Family::Gemma4,
+            family: gemma4::FAMILY_ID,
             role: Role::Donor { exported: true },
             attention: LayerType::Sliding,
             cache: CacheSignature::RotatingQuant(QuantSpec {
@@ -253,7 +255,7 @@ mod tests {
         };
         assert_eq!(v.name(), "donor_sliding_q4g64_ple_scalar_export");
         let s = Variant {
-            family: Family::Gemma4,
+            family: gemma4::FAMILY_ID,
             role: Role::Sharer,
             attention: LayerType::Full,
             cache: CacheSignature::Plain,
@@ -265,7 +267,7 @@ mod tests {
         };
         assert_eq!(s.name(), "sharer_full_plain_moe");
         let l = Variant {
-            family: Family::Llama,
+            family: llama::FAMILY_ID,
             role: Role::Donor { exported: false },
             attention: LayerType::Full,
             cache: CacheSignature::Quant(QuantSpec {

@@ -5,9 +5,11 @@
 mod common;
 
 use generator::project::PRESETS;
-use runtime::config::{Gemma4Config, LayerType};
+use runtime::config::LayerType;
 use runtime::fingerprint::Fingerprint;
-use runtime::plan::{KvRole, ModelPlan, WeightFacts};
+use runtime::model::gemma4::Gemma4Config;
+use runtime::model::gemma4::plan::WeightFacts;
+use runtime::plan::{KvRole, ModelPlan};
 use runtime::quantization::QuantSpec;
 use runtime::signature::CacheSignature;
 
@@ -92,7 +94,7 @@ fn every_structural_field_moves_the_fingerprint() {
 
 /// The plan of `config` with the preset's kv layout and every layer scalar.
 fn resolve(config: &Gemma4Config, preset: &generator::ModelSource) -> ModelPlan {
-    ModelPlan::resolve(
+    runtime::model::gemma4::plan::resolve(
         config,
         &preset.kv_layout,
         &WeightFacts::all_scalars(config.num_hidden_layers),
@@ -103,7 +105,11 @@ fn resolve(config: &Gemma4Config, preset: &generator::ModelSource) -> ModelPlan 
 /// Asserts that `mutate` applied to the config of `preset` keeps the fingerprint.
 fn keeps(what: &str, preset: &str, mutate: impl FnOnce(&mut Gemma4Config)) {
     let source = common::preset(preset);
-    let original = source.config.gemma4().expect("a Gemma 4 preset").clone();
+    let original = source
+        .config
+        .downcast_ref::<runtime::model::gemma4::Gemma4Config>()
+        .expect("a Gemma 4 preset")
+        .clone();
     let mut config = original.clone();
     mutate(&mut config);
     assert_ne!(config, original, "{what}: the mutation changed nothing");
@@ -158,18 +164,12 @@ fn no_dimension_moves_the_fingerprint() {
 fn the_twin_of_each_preset_has_its_fingerprint() {
     for name in PRESETS {
         let source = common::preset(name);
-        let plan = match &source.config {
-            runtime::model::AnyConfig::Gemma4(config) => {
-                let twin = runtime::synth::twin(config);
-                assert_ne!(twin.hidden_size, config.hidden_size);
-                resolve(&twin, &source)
-            }
-            runtime::model::AnyConfig::Llama(config) => {
-                let twin = runtime::model::llama::synth::twin(config);
-                assert_ne!(twin.hidden_size, config.hidden_size);
-                ModelPlan::resolve_llama(&twin, &source.kv_layout).expect("the twin resolves")
-            }
-        };
+        // Through the family-neutral config: the twin every family makes.
+        let twin = source.config.twin();
+        assert_ne!(twin.hidden_size(), source.config.hidden_size());
+        let plan = twin
+            .resolve(&source.kv_layout, runtime::family::WeightFacts::AsShipped)
+            .expect("the twin resolves");
         assert_eq!(
             fp(&plan),
             source.fingerprint().short(),

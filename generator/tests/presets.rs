@@ -108,7 +108,12 @@ fn gemma4_e4b_unrolls_42_layers_over_24_caches() {
     assert_eq!(spec("Q8G64"), "QuantSpec { bits : 8 , group_size : 64 }");
     assert_eq!(spec("Q4G64"), "QuantSpec { bits : 4 , group_size : 64 }");
     for (i, s) in signatures.iter().enumerate() {
-        let sliding = source.config.gemma4().expect("gemma4").layer_types[i] == LayerType::Sliding;
+        let sliding = source
+            .config
+            .downcast_ref::<runtime::model::gemma4::Gemma4Config>()
+            .expect("gemma4")
+            .layer_types[i]
+            == LayerType::Sliding;
         let kind = if sliding {
             "RotatingQuant ("
         } else {
@@ -127,7 +132,12 @@ fn gemma4_e4b_unrolls_42_layers_over_24_caches() {
         assert_eq!(call.args[1], i.to_string(), "layer calls in order");
         assert_eq!(call.args[2], "& h");
         assert_eq!(call.args.len(), 4, "{call:?}");
-        let sliding = source.config.gemma4().expect("gemma4").layer_types[i] == LayerType::Sliding;
+        let sliding = source
+            .config
+            .downcast_ref::<runtime::model::gemma4::Gemma4Config>()
+            .expect("gemma4")
+            .layer_types[i]
+            == LayerType::Sliding;
         let kind = if sliding { "sliding" } else { "full" };
         assert!(call.function.contains(&format!("_{kind}_")), "{call:?}");
         assert!(call.function.ends_with("_ple_scalar") || call.function.ends_with("_export"));
@@ -187,7 +197,12 @@ fn gemma4_26b_a4b_has_30_moe_donors_with_keqv_on_full_layers() {
         assert!(call.function.starts_with("donor_"), "{call:?}");
         assert!(call.function.contains("_moe"), "{call:?}");
         assert_eq!(call.args[3], format!("c{i}"));
-        let is_full = source.config.gemma4().expect("gemma4").layer_types[i] == LayerType::Full;
+        let is_full = source
+            .config
+            .downcast_ref::<runtime::model::gemma4::Gemma4Config>()
+            .expect("gemma4")
+            .layer_types[i]
+            == LayerType::Full;
         full += usize::from(is_full);
         assert_eq!(call.function.contains("_keqv"), is_full, "{call:?}");
     }
@@ -253,7 +268,7 @@ fn llama_family_presets_are_specialized_by_their_kv_layout_and_qk_norm() {
     let post = function(&m, "donor_full_q4g64_post").expect("post stage");
     assert!(text(&post.block).contains("blocks :: mlp"));
     assert!(m.text.contains("sdpa_quantized_scaled"));
-    assert!(m.text.contains("Family::Llama") && m.text.contains("Constructor::Llama"));
+    assert!(m.text.contains("Specialization<Llama>") && m.text.contains("Specialized<Llama>"));
     assert!(!m.text.contains("gemma4"));
     // qwen3-0.6b: float caches, q/k norm: one variant.
     let q = module("qwen3-0.6b");

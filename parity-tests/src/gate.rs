@@ -20,6 +20,7 @@ use runtime::kv_layout::KvLayout;
 use runtime::kv_policy;
 use runtime::mlx_rs::{Array, Dtype};
 use runtime::model::{AnyConfig, LanguageModel, Loaded};
+use runtime::options::ExecOptions;
 use runtime::quantization::QuantSpec;
 use runtime::registry::Implementation;
 use runtime::synth::SynthOptions;
@@ -60,6 +61,14 @@ pub struct GateOptions {
     /// Whether to run the phase with a cache of another signature (it needs quantized
     /// caches, whose attention MLX 0.32.2's CUDA backend lacks kernels for).
     pub altered: bool,
+    /// How both sides execute (the same options for the monolith and the generated
+    /// model).
+    pub exec: ExecOptions,
+    /// Pit the monolith against a second monolith instead of the generated model: on a
+    /// backend where the gate fails, this tells whether the backend is deterministic at
+    /// all (two runs of the same graph, same bytes). The fast-path counter is not checked
+    /// then.
+    pub self_check: bool,
 }
 
 impl GateOptions {
@@ -73,6 +82,8 @@ impl GateOptions {
             second_prefill: None,
             batch2: true,
             altered: true,
+            exec: ExecOptions::default(),
+            self_check: false,
         }
     }
 }
@@ -313,6 +324,7 @@ fn pair(
     layout: &KvLayout,
     weights: Weights,
     seed: u64,
+    opts: &GateOptions,
 ) -> Result<Pair, String> {
     let dtype = if weights == Weights::Float && config.has_moe() {
         Dtype::Float32
@@ -326,8 +338,9 @@ fn pair(
     let (tensors, qmap) = config
         .random_tensors(SynthOptions { seed, quant }, dtype)
         .map_err(|e| e.to_string())?;
-    let config = config.clone().with_quantization(qmap);
-    let model = Loaded::from_tensors(config, layout.clone(), tensors).map_err(|e| e.to_string())?;
+    let config = config.with_quantization(qmap);
+    let model = Loaded::from_tensors(config, layout.clone(), opts.exec, tensors)
+        .map_err(|e| e.to_string())?;
     let fingerprint = Fingerprint::of(model.plan()).short();
     if fingerprint != imp.fingerprint {
         return Err(format!(
@@ -342,7 +355,7 @@ fn pair(
             imp.fingerprint
         ));
     }
-    let self_check = self_check();
+    let self_check = opts.self_check;
     let generated = if self_check {
         model.monolith()
     } else {
@@ -354,14 +367,6 @@ fn pair(
         model,
         self_check,
     })
-}
-
-/// Whether the gate pits the monolith against a second monolith instead of the generated
-/// model (`MLX_AOT_GATE_SELF_CHECK=1`): on a backend where the gate fails, this tells
-/// whether the backend is deterministic at all (two runs of the same graph, same bytes).
-/// The fast-path counter is not checked then.
-fn self_check() -> bool {
-    std::env::var("MLX_AOT_GATE_SELF_CHECK").is_ok_and(|v| v != "0")
 }
 
 /// Float `caches` after the kv policy, but with one cache of another
@@ -406,7 +411,7 @@ pub fn run(imp: &Implementation, opts: &GateOptions) -> Result<ModelReport, Stri
         ..Default::default()
     };
     for &(weights, seed) in &opts.cases {
-        let pair = pair(imp, &config, &layout, weights, seed)?;
+        let pair = pair(imp, &config, &layout, weights, seed, opts)?;
         if opts.full {
             eprintln!(
                 "  {weights} weights, seed {seed}, ready ({:.0} s)",

@@ -10,11 +10,12 @@ use runtime::kv_policy;
 use runtime::mlx_rs::Array;
 use runtime::model::gemma4::Gemma4;
 use runtime::model::gemma4::monolith::Gemma4Monolith;
+use runtime::model::gemma4::synth;
 use runtime::model::gemma4::weights::{Gemma4Weights, weight_facts};
 use runtime::model::{LanguageModel, Loaded};
 use runtime::quantization::QuantSpec;
 use runtime::registry::{ImplChoice, Implementation, Registry};
-use runtime::synth::{self, SynthOptions};
+use runtime::synth::SynthOptions;
 use runtime::weights::catalog::Catalog;
 
 fn e4b() -> Implementation {
@@ -27,7 +28,10 @@ fn e4b() -> Implementation {
 /// The e4b twin with its kv layout, in memory.
 fn twin() -> Rc<Gemma4> {
     let (preset, layout) = gate::preset_of(&e4b()).unwrap();
-    let preset = preset.gemma4().expect("a Gemma 4 preset").clone();
+    let preset = preset
+        .downcast_ref::<runtime::model::gemma4::Gemma4Config>()
+        .expect("a Gemma 4 preset")
+        .clone();
     let config = synth::twin(&preset);
     let (tensors, _) = synth::random_tensors(
         &config,
@@ -54,9 +58,12 @@ fn scratch(name: &str) -> std::path::PathBuf {
     dir
 }
 
-fn write_twin(dir: &Path) -> runtime::config::Gemma4Config {
+fn write_twin(dir: &Path) -> runtime::model::gemma4::Gemma4Config {
     let (preset, _) = gate::preset_of(&e4b()).unwrap();
-    let preset = preset.gemma4().expect("a Gemma 4 preset").clone();
+    let preset = preset
+        .downcast_ref::<runtime::model::gemma4::Gemma4Config>()
+        .expect("a Gemma 4 preset")
+        .clone();
     let config = synth::twin(&preset);
     let (tensors, _) = synth::random_tensors(
         &config,
@@ -111,13 +118,13 @@ fn a_hand_edited_fingerprint_is_never_selected_and_never_wrong() {
     let registry = Registry::new(vec![edited]).unwrap();
     // Auto does not pick it: the monolith runs.
     let auto = registry
-        .select(Loaded::Gemma4(model.clone()), &ImplChoice::Auto)
+        .select(Loaded::shared(model.clone()), &ImplChoice::Auto)
         .unwrap();
     assert_eq!(auto.implementation(), "gemma4-monolith");
     // Declaring it is refused.
     let err = registry
         .select(
-            Loaded::Gemma4(model.clone()),
+            Loaded::shared(model.clone()),
             &ImplChoice::Declared(edited.id.into()),
         )
         .err()
@@ -125,7 +132,10 @@ fn a_hand_edited_fingerprint_is_never_selected_and_never_wrong() {
     assert!(err.to_string().contains("refusing to fall back"), "{err}");
     // Built anyway over a plan it was not generated for, it only ever runs the monolith.
     let (preset, _) = gate::preset_of(&e4b()).unwrap();
-    let mut preset = preset.gemma4().expect("a Gemma 4 preset").clone();
+    let mut preset = preset
+        .downcast_ref::<runtime::model::gemma4::Gemma4Config>()
+        .expect("a Gemma 4 preset")
+        .clone();
     preset.layer_types.swap(0, 5);
     let other = synth::twin(&preset);
     let (tensors, _) = synth::random_tensors(
@@ -137,7 +147,7 @@ fn a_hand_edited_fingerprint_is_never_selected_and_never_wrong() {
     )
     .unwrap();
     let other = Rc::new(Gemma4::from_tensors(other, KvLayout::float(), tensors).unwrap());
-    let generated = e4b().construct_on(&Loaded::Gemma4(other.clone())).unwrap();
+    let generated = e4b().construct_on(&Loaded::shared(other.clone())).unwrap();
     let monolith = Gemma4Monolith::new(other.clone());
     let (mut a, mut b) = (other.float_caches(1), other.float_caches(1));
     let x = generated.forward(&tokens(&[1, 2, 3]), &mut a).unwrap();
@@ -151,7 +161,7 @@ fn a_declared_implementation_missing_from_the_registry_is_refused() {
     let registry = Registry::new(generated::implementations()).unwrap();
     let err = registry
         .select(
-            Loaded::Gemma4(twin()),
+            Loaded::shared(twin()),
             &ImplChoice::Declared("gemma4-e9b-generated".into()),
         )
         .err()
@@ -163,7 +173,7 @@ fn a_declared_implementation_missing_from_the_registry_is_refused() {
     );
     let empty = Registry::new(Vec::new()).unwrap();
     let err = empty
-        .select(Loaded::Gemma4(twin()), &ImplChoice::Generated)
+        .select(Loaded::shared(twin()), &ImplChoice::Generated)
         .err()
         .unwrap();
     assert!(err.to_string().contains("refusing to fall back"), "{err}");
@@ -172,7 +182,7 @@ fn a_declared_implementation_missing_from_the_registry_is_refused() {
 #[test]
 fn a_kv_config_change_between_calls_falls_back_with_the_same_bits() {
     let model = twin();
-    let generated = e4b().construct_on(&Loaded::Gemma4(model.clone())).unwrap();
+    let generated = e4b().construct_on(&Loaded::shared(model.clone())).unwrap();
     let monolith = Gemma4Monolith::new(model.clone());
     let mut a = model.float_caches(1);
     monolith

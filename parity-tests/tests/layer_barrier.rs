@@ -7,18 +7,14 @@
 use parity_tests::gate;
 use runtime::kv_policy;
 use runtime::mlx_rs::{Array, Dtype};
-use runtime::model::barrier::{self, Barrier};
-use runtime::model::gemma4::monolith::Gemma4Monolith;
-use runtime::model::llama::monolith::LlamaMonolith;
+use runtime::model::barrier::Barrier;
 use runtime::model::{LanguageModel, Loaded};
+use runtime::options::ExecOptions;
 use runtime::quantization::QuantSpec;
 use runtime::synth::SynthOptions;
 
 fn monolith(model: &Loaded) -> Box<dyn LanguageModel> {
-    match model {
-        Loaded::Gemma4(m) => Box::new(Gemma4Monolith::new(m.clone())),
-        Loaded::Llama(m) => Box::new(LlamaMonolith::new(m.clone())),
-    }
+    model.monolith()
 }
 
 /// Logits of a float-cache prefill, then (caches converted per the layout) a prefill
@@ -64,20 +60,27 @@ fn the_layer_barrier_leaves_every_byte_alone() {
             .random_tensors(SynthOptions { seed: 3, quant }, Dtype::Bfloat16)
             .unwrap();
         let config = config.with_quantization(qmap);
-        let model = Loaded::from_tensors(config.clone(), layout, tensors).unwrap();
+        let model =
+            Loaded::from_tensors(config.clone(), layout, ExecOptions::default(), tensors).unwrap();
         let ids = gate::tokens(11, 5 + window + 5, config.vocab_size());
-        let reference = monolith(&model);
-        let generated = imp.construct_on(&model).unwrap();
-
-        barrier::set(Some(Barrier::Off));
-        let without = run(reference.as_ref(), &model, &ids, window);
-        barrier::set(Some(Barrier::LayersAndAttention));
-        let with = run(reference.as_ref(), &model, &ids, window);
-        let before = generated.fast_path_calls();
-        let fast = run(generated.as_ref(), &model, &ids, window);
-        barrier::set(Some(Barrier::Layers));
-        let layers = run(generated.as_ref(), &model, &ids, window);
-        barrier::set(None);
+        // The same weights under each barrier.
+        let with_barrier = |b: Barrier| {
+            model.with_options(ExecOptions {
+                barrier: Some(b),
+                ..ExecOptions::default()
+            })
+        };
+        let (off, both, layers_only) = (
+            with_barrier(Barrier::Off),
+            with_barrier(Barrier::LayersAndAttention),
+            with_barrier(Barrier::Layers),
+        );
+        let without = run(monolith(&off).as_ref(), &off, &ids, window);
+        let with = run(monolith(&both).as_ref(), &both, &ids, window);
+        let generated = imp.construct_on(&both).unwrap();
+        let fast = run(generated.as_ref(), &both, &ids, window);
+        let generated_layers = imp.construct_on(&layers_only).unwrap();
+        let layers = run(generated_layers.as_ref(), &layers_only, &ids, window);
 
         assert_eq!(without.len(), 4);
         assert!(
@@ -87,23 +90,21 @@ fn the_layer_barrier_leaves_every_byte_alone() {
         assert_eq!(without, with, "{}: the monolith with the barrier", imp.id);
         assert_eq!(without, fast, "{}: generated with the barrier", imp.id);
         assert_eq!(without, layers, "{}: generated, layer barrier only", imp.id);
-        assert!(
-            generated.fast_path_calls() >= before + 6,
-            "{}: the generated code ran the converted-cache steps",
-            imp.id
-        );
+        for g in [&generated, &generated_layers] {
+            assert!(
+                g.fast_path_calls() >= 6,
+                "{}: the generated code ran the converted-cache steps",
+                imp.id
+            );
+        }
     }
 }
 
 /// The barrier each model takes by default: none for dense models on any device; for a
 /// model with MoE layers, layer ends and attention on CUDA (where MLX does not repeat its
-/// bytes over one large MoE graph) and none elsewhere. A barrier set by hand wins.
+/// bytes over one large MoE graph) and none elsewhere. A barrier in the options wins.
 #[test]
 fn the_barrier_is_the_models_choice_unless_set() {
-    if std::env::var_os("MLX_AOT_LAYER_BARRIER").is_some() {
-        eprintln!("MLX_AOT_LAYER_BARRIER is set: it decides for every model; not checked");
-        return;
-    }
     let on_moe = if runtime::backend::cuda_default() {
         Barrier::LayersAndAttention
     } else {
@@ -131,16 +132,19 @@ fn the_barrier_is_the_models_choice_unless_set() {
             )
             .unwrap();
         let config = config.with_quantization(qmap);
-        let model = Loaded::from_tensors(config, layout, tensors).unwrap();
+        let model = Loaded::from_tensors(config, layout, ExecOptions::default(), tensors).unwrap();
         assert_eq!(model.plan().has_moe(), moe, "{id}: MoE layers in the plan");
         assert_eq!(
             model.as_ref().barrier(),
             expected,
             "{id}: the default barrier"
         );
-        barrier::set(Some(Barrier::Layers));
-        let forced = model.as_ref().barrier();
-        barrier::set(None);
+        let forced = model
+            .with_options(ExecOptions {
+                barrier: Some(Barrier::Layers),
+                ..ExecOptions::default()
+            })
+            .barrier();
         assert_eq!(forced, Barrier::Layers, "{id}: a barrier set by hand");
     }
 }

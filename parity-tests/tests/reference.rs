@@ -11,13 +11,14 @@ use std::path::{Path, PathBuf};
 
 use mlx_rs::Dtype;
 use parity_tests::reference::{KvMode, LogitsRequest, python_env};
-use runtime::config::Gemma4Config;
 use runtime::generate::logits_walk;
 use runtime::kv_layout::KvLayout;
-use runtime::model::gemma4::Gemma4;
-use runtime::model::gemma4::monolith::Gemma4Monolith;
+use runtime::model::Loaded;
+use runtime::model::gemma4::Gemma4Config;
+use runtime::model::gemma4::synth;
+use runtime::options::ExecOptions;
 use runtime::quantization::QuantSpec;
-use runtime::synth::{self, SynthOptions};
+use runtime::synth::SynthOptions;
 
 /// Twin window is 16: the prompt crosses it, the decode steps wrap the ring.
 const PROMPT: usize = 20;
@@ -63,10 +64,10 @@ fn twin_folder(preset: &str, quant: Option<QuantSpec>, dtype: Dtype) -> PathBuf 
 
 /// Our logits for `rows` on the folder `dir`, loaded through the real loader.
 fn ours(dir: &Path, rows: &[Vec<u32>], kv: &KvLayout) -> Vec<f32> {
-    let model = Gemma4::load(dir, kv.clone(), |_, _| {}).unwrap();
-    let m = Gemma4Monolith::new(std::rc::Rc::new(model));
-    let mut caches = m.model().float_caches(rows.len());
-    let logits = logits_walk(&m, &mut caches, rows, PROMPT, kv).unwrap();
+    let loaded = Loaded::load(dir, kv.clone(), ExecOptions::default(), |_, _| {}).unwrap();
+    let m = loaded.monolith();
+    let mut caches = loaded.float_caches(rows.len());
+    let logits = logits_walk(m.as_ref(), &mut caches, rows, PROMPT, kv).unwrap();
     logits.eval().unwrap();
     logits
         .flatten(None, None)
@@ -232,15 +233,14 @@ fn generation_matches_mlx_lm_token_for_token() {
         .collect();
     assert_eq!(theirs.len(), MAX_TOKENS);
 
-    let model = std::rc::Rc::new(Gemma4::load(&dir, KvLayout::float(), |_, _| {}).unwrap());
-    let loaded = Loaded::Gemma4(model.clone());
+    let loaded = Loaded::load(&dir, KvLayout::float(), ExecOptions::default(), |_, _| {}).unwrap();
     let generated = generated::implementations()
         .into_iter()
         .find(|i| i.id == "gemma4-e4b-float-generated")
         .expect("the e4b-float generated implementation")
         .construct_on(&loaded)
         .unwrap();
-    let monolith: Box<dyn LanguageModel> = Box::new(Gemma4Monolith::new(model.clone()));
+    let monolith: Box<dyn LanguageModel> = loaded.monolith();
     for (name, imp) in [("monolith", monolith), ("generated", generated)] {
         let opts = GenerateOptions {
             max_tokens: MAX_TOKENS,
@@ -251,7 +251,7 @@ fn generation_matches_mlx_lm_token_for_token() {
             pipeline: runtime::generate::Pipeline::Ahead,
             memory_limit: None,
         };
-        let mut caches = model.float_caches(1);
+        let mut caches = loaded.float_caches(1);
         let (ours, stats) = generate(imp.as_ref(), &mut caches, &prompt, &opts, |_| {
             Flow::Continue
         })
@@ -296,16 +296,15 @@ fn llama_twin_folder_with(preset: &str, quant: Option<QuantSpec>, tied: bool) ->
 
 /// Our Llama-family logits on float caches, SwiGLU compiled or not.
 fn ours_llama(dir: &Path, rows: &[Vec<u32>], compiled_swiglu: bool) -> Vec<f32> {
-    use runtime::model::LanguageModel;
-    use runtime::model::llama::Llama;
-    use runtime::model::llama::monolith::LlamaMonolith;
-    runtime::nn::swiglu::set_compiled_swiglu(Some(compiled_swiglu));
-    let model = Llama::load(dir, KvLayout::float(), |_, _| {}).unwrap();
-    let m = LlamaMonolith::new(std::rc::Rc::new(model));
-    let mut caches = m.loaded().float_caches(rows.len());
-    let logits = logits_walk(&m, &mut caches, rows, PROMPT, &KvLayout::float()).unwrap();
+    let options = ExecOptions {
+        compiled_swiglu,
+        ..ExecOptions::default()
+    };
+    let loaded = Loaded::load(dir, KvLayout::float(), options, |_, _| {}).unwrap();
+    let m = loaded.monolith();
+    let mut caches = loaded.float_caches(rows.len());
+    let logits = logits_walk(m.as_ref(), &mut caches, rows, PROMPT, &KvLayout::float()).unwrap();
     logits.eval().unwrap();
-    runtime::nn::swiglu::set_compiled_swiglu(None);
     logits
         .flatten(None, None)
         .unwrap()

@@ -14,9 +14,10 @@ use runtime::kv_policy;
 use runtime::mlx_rs::Array;
 use runtime::model::gemma4::Gemma4;
 use runtime::model::gemma4::monolith::Gemma4Monolith;
+use runtime::model::gemma4::synth;
 use runtime::model::{LanguageModel, Loaded};
 use runtime::quantization::QuantSpec;
-use runtime::synth::{self, SynthOptions};
+use runtime::synth::SynthOptions;
 
 const STEPS: usize = 10_000;
 const SAMPLE_EVERY: usize = 500;
@@ -61,7 +62,10 @@ fn ten_thousand_steps_stay_equal_and_bounded() {
         .find(|i| i.id == "gemma4-e4b-generated")
         .unwrap();
     let (preset, layout) = gate::preset_of(&imp).unwrap();
-    let preset = preset.gemma4().expect("a Gemma 4 preset").clone();
+    let preset = preset
+        .downcast_ref::<runtime::model::gemma4::Gemma4Config>()
+        .expect("a Gemma 4 preset")
+        .clone();
     let config = synth::twin(&preset);
     let quant = Some(QuantSpec {
         bits: 4,
@@ -71,7 +75,7 @@ fn ten_thousand_steps_stay_equal_and_bounded() {
     let mut config = config;
     config.quantization = qmap;
     let model = Rc::new(Gemma4::from_tensors(config, layout.clone(), tensors).unwrap());
-    let generated = imp.construct_on(&Loaded::Gemma4(model.clone())).unwrap();
+    let generated = imp.construct_on(&Loaded::shared(model.clone())).unwrap();
     let monolith = Gemma4Monolith::new(model.clone());
     let (mut a, mut b) = (model.float_caches(1), model.float_caches(1));
     let prompt: Vec<i32> = (0..20).map(|i| (i * 37 + 11) % 512).collect();

@@ -9,7 +9,7 @@ use std::fmt;
 use serde::Serialize;
 use sha2::{Digest, Sha256};
 
-use crate::plan::{Family, LayerPlan, ModelPlan};
+use crate::plan::{FamilyId, LayerPlan, ModelPlan};
 use crate::signature::CacheSignature;
 
 /// A model plan's identity.
@@ -19,7 +19,7 @@ pub struct Fingerprint([u8; 32]);
 /// The canonical form hashed: field order fixed by declaration, serde_json compact.
 #[derive(Serialize)]
 struct Canonical<'a> {
-    family: Family,
+    family: FamilyId,
     layers: &'a [LayerPlan],
     caches: Vec<CacheSignature>,
 }

@@ -11,7 +11,7 @@ use crate::cache::AnyCache;
 use crate::error::{Error, Result};
 use crate::kv_layout::KvLayout;
 use crate::kv_policy;
-use crate::model::{LanguageModel, ModelRef};
+use crate::model::LanguageModel;
 use crate::sampling::Sampler;
 use crate::submitter::Submitter;
 
@@ -34,7 +34,8 @@ pub struct GenerateOptions {
     /// How decode steps overlap.
     pub pipeline: Pipeline,
     /// Bytes the device may use: when given, a request whose prompt plus `max_tokens`
-    /// exceeds the memory plan's largest safe context is refused before any work.
+    /// exceeds the memory plan's largest safe context is refused before any work
+    /// ([`crate::memory::MemoryModel::admit`], the one admission every family takes).
     pub memory_limit: Option<u64>,
 }
 
@@ -114,52 +115,6 @@ impl GenerationStats {
     }
 }
 
-/// Refuses `context` tokens on `m` when its memory plan does not fit `usable` bytes
-/// (the message gives both the request and the largest safe context).
-pub fn admit(
-    m: &crate::model::gemma4::Gemma4,
-    context: usize,
-    prefill_chunk: usize,
-    usable: u64,
-) -> Result<()> {
-    let plan = crate::memory::MemoryModel {
-        config: &m.config,
-        plan: &m.plan,
-        weight_bytes: m.weights.nbytes() as u64,
-        dtype_bytes: m.cache_geometry(0, 1).dtype_bytes as u64,
-        prefill_chunk: prefill_chunk as u64,
-    }
-    .plan(context as u64, 1, usable);
-    crate::memory::admit(&plan)
-}
-
-/// The Llama family's admission: weights plus every cache at `context` tokens (float,
-/// or as the plan quantizes it) plus the reserve must fit `usable`.
-pub fn admit_llama(m: &crate::model::llama::Llama, context: usize, usable: u64) -> Result<()> {
-    let geometry = m.cache_geometry(1);
-    let kv: u64 = m
-        .plan
-        .cache_signatures()
-        .iter()
-        .map(|s| (geometry.bytes_per_token(s.quant()) * context) as u64)
-        .sum();
-    let weights = m.weights.nbytes() as u64;
-    let reserve = (usable / 10).clamp(512 << 20, 4 << 30).min(usable);
-    let total = weights + kv + reserve;
-    if total > usable {
-        return Err(Error::Request(format!(
-            "{context} tokens need {:.2} GB (weights {:.2} GB, KV caches {:.2} GB, reserve \
-             {:.2} GB), {:.2} GB are usable",
-            crate::memory::gb(total),
-            crate::memory::gb(weights),
-            crate::memory::gb(kv),
-            crate::memory::gb(reserve),
-            crate::memory::gb(usable)
-        )));
-    }
-    Ok(())
-}
-
 /// Checks token ids against the vocabulary.
 pub fn check_tokens(tokens: &[u32], vocab: usize) -> Result<()> {
     if let Some((i, t)) = tokens
@@ -202,10 +157,10 @@ pub fn generate(
     }
     if let Some(usable) = opts.memory_limit {
         let context = prompt.len() + opts.max_tokens;
-        match model.loaded() {
-            ModelRef::Gemma4(m) => admit(m, context, opts.prefill_chunk, usable)?,
-            ModelRef::Llama(m) => admit_llama(m, context, usable)?,
-        }
+        model
+            .loaded()
+            .memory_model(opts.prefill_chunk)
+            .admit(context as u64, 1, usable)?;
     }
     let chunk = opts.prefill_chunk.max(1);
     let fast_before = model.fast_path_calls();

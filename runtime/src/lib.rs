@@ -1,12 +1,16 @@
-//! mlx-aot's engine: config, plan, weights, caches, the Gemma 4 monolith, generation.
+//! mlx-aot's engine: the families (config, plan, weights, monolith each), caches,
+//! execution options, the registry of generated implementations, generation.
 //!
-//! The monolith (`model::gemma4`) walks a [`plan::ModelPlan`] at run time and is the
-//! reference every generated model must match bit for bit.
+//! A family's monolith walks a [`plan::ModelPlan`] at run time and is the reference
+//! every generated model must match bit for bit; [`family`] is what a family provides
+//! and [`families`] the one list of them.
 
 pub mod backend;
 pub mod cache;
 pub mod config;
 pub mod error;
+pub mod families;
+pub mod family;
 pub mod fingerprint;
 pub mod generate;
 pub mod graph;
@@ -18,11 +22,13 @@ pub mod kv_policy;
 pub mod memory;
 pub mod model;
 pub mod nn;
+pub mod options;
 pub mod plan;
 pub mod quantization;
 pub mod registry;
 pub mod sampling;
 pub mod signature;
+pub mod specialized;
 pub mod stream;
 pub mod submitter;
 pub mod synth;

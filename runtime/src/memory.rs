@@ -5,9 +5,7 @@
 use serde::Serialize;
 
 use crate::cache::{CacheGeometry, STEP};
-use crate::config::{Gemma4Config, LayerType};
 use crate::error::{Error, Result};
-use crate::plan::ModelPlan;
 use crate::quantization::QuantSpec;
 
 /// One cache's share of the plan.
@@ -53,13 +51,41 @@ pub struct MemoryPlan {
     pub caches: Vec<CacheMemory>,
 }
 
+/// What the memory plan needs of a model, from its family: its caches and the widths of
+/// one forward's transient arrays. Dimensions only; the plan decides the cache kinds.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct MemoryShape {
+    /// Every cache the model keeps, in cache order.
+    pub caches: Vec<CacheShape>,
+    /// Elements per token of the activations live at once in one layer (residual, norms,
+    /// projections, feed-forward, per-layer inputs).
+    pub activation_width: u64,
+    /// Attention heads (unfused attention scores are `heads × tokens × keys`).
+    pub attention_heads: u64,
+    /// vocab_size (the logits of the last position).
+    pub vocab: u64,
+}
+
+/// One cache of a [`MemoryShape`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct CacheShape {
+    /// Cache index.
+    pub cache: usize,
+    /// Its signature under the plan.
+    pub signature: crate::signature::CacheSignature,
+    /// K/V heads.
+    pub kv_heads: usize,
+    /// Head dim.
+    pub head_dim: usize,
+    /// The rows a ring keeps; `None` for a cache that grows with the context.
+    pub window: Option<u64>,
+}
+
 /// Inputs of the plan that do not depend on the context.
 #[derive(Debug, Clone)]
-pub struct MemoryModel<'a> {
-    /// The config (dimensions).
-    pub config: &'a Gemma4Config,
-    /// The plan (cache kinds after the kv policy).
-    pub plan: &'a ModelPlan,
+pub struct MemoryModel {
+    /// The model's caches and widths.
+    pub shape: MemoryShape,
     /// Bytes of the weights.
     pub weight_bytes: u64,
     /// Bytes of one activation element (2 for bf16).
@@ -68,7 +94,7 @@ pub struct MemoryModel<'a> {
     pub prefill_chunk: u64,
 }
 
-impl MemoryModel<'_> {
+impl MemoryModel {
     /// The plan at `context` tokens for `batch` rows within `usable` bytes.
     pub fn plan(&self, context: u64, batch: u64, usable: u64) -> MemoryPlan {
         let caches = self.caches(context, batch);
@@ -92,6 +118,14 @@ impl MemoryModel<'_> {
             max_context,
             caches,
         }
+    }
+
+    /// Refuses `context` tokens for `batch` rows when they do not fit `usable`: the
+    /// admission every family's requests go through, before anything is allocated.
+    pub fn admit(&self, context: u64, batch: u64, usable: u64) -> Result<MemoryPlan> {
+        let plan = self.plan(context, batch, usable);
+        admit(&plan)?;
+        Ok(plan)
     }
 
     fn total(&self, context: u64, batch: u64, usable: u64) -> u64 {
@@ -122,34 +156,21 @@ impl MemoryModel<'_> {
         lo
     }
 
-    /// What cache `i` stores per token for `batch` rows.
-    fn geometry(&self, i: usize, batch: u64) -> CacheGeometry {
-        CacheGeometry {
-            batch: batch as usize,
-            kv_heads: self.config.kv_heads(i),
-            head_dim: self.config.head_dim_of(i),
-            dtype_bytes: self.dtype_bytes as usize,
-        }
-    }
-
     fn caches(&self, context: u64, batch: u64) -> Vec<CacheMemory> {
-        let c = self.config;
-        self.plan
-            .layers
+        self.shape
+            .caches
             .iter()
-            .enumerate()
-            .filter(|(_, l)| l.kv.is_donor())
-            .map(|(i, l)| {
-                let per_token = self.per_token(i, batch, l.cache.quant());
+            .map(|c| {
+                let per_token = self.per_token(c, batch, c.signature.quant());
                 // A ring holds its window once single-token steps trim it; a growing
                 // cache holds the context rounded up to its 256-row growth step.
-                let rows = match l.attention {
-                    LayerType::Sliding => context.min(c.sliding_window as u64),
-                    LayerType::Full => context.div_ceil(STEP as u64).saturating_mul(STEP as u64),
+                let rows = match c.window {
+                    Some(window) => context.min(window),
+                    None => context.div_ceil(STEP as u64).saturating_mul(STEP as u64),
                 };
                 CacheMemory {
-                    cache: i,
-                    signature: l.cache.to_string(),
+                    cache: c.cache,
+                    signature: c.signature.to_string(),
                     bytes_per_token: per_token,
                     rows,
                     bytes: per_token.saturating_mul(rows),
@@ -160,50 +181,31 @@ impl MemoryModel<'_> {
 
     /// The peak transient of one forward: the larger of a prefill chunk and a decode step.
     fn transient(&self, context: u64, batch: u64) -> u64 {
-        let c = self.config;
+        let s = &self.shape;
         let chunk = self.prefill_chunk.min(context).max(1);
         let step = |tokens: u64| -> u64 {
             let rows = batch.saturating_mul(tokens);
-            let h = c.hidden_size as u64;
-            let mlp = (0..c.num_hidden_layers)
-                .map(|i| c.mlp_width(i))
-                .max()
-                .unwrap_or(0) as u64;
-            let moe = c.moe.map_or(0, |m| {
-                product([m.top_k as u64, m.intermediate_size as u64, 3])
-            });
-            let ple = product([
-                c.num_hidden_layers as u64,
-                c.hidden_size_per_layer_input as u64,
-            ]);
-            let heads = c.num_attention_heads as u64;
-            let d = c.global_head_dim.max(c.head_dim) as u64;
-            // Residual, norms, q/k/v/o, MLP gate/up/product, per-layer inputs.
-            let width = sum([
-                product([6, h]),
-                product([4, heads, d]),
-                product([3, mlp]),
-                moe,
-                product([2, ple]),
-            ]);
-            let activations = product([rows, width, self.dtype_bytes]);
+            let activations = product([rows, s.activation_width, self.dtype_bytes]);
             // Unfused attention scores (quantized path): bf16 scores, where, f32 softmax.
             let keys = context.max(tokens);
-            let scores = product([batch, heads, tokens, keys, 2 * self.dtype_bytes + 4]);
+            let scores = product([
+                batch,
+                s.attention_heads,
+                tokens,
+                keys,
+                2 * self.dtype_bytes + 4,
+            ]);
             // Logits of the last position, cast to f32 for sampling.
-            let logits = product([batch, c.vocab_size as u64, self.dtype_bytes + 4]);
+            let logits = product([batch, s.vocab, self.dtype_bytes + 4]);
             sum([activations, scores, logits])
         };
         // The first chunk is cached in float before the policy converts it.
-        let float_chunk: u64 = self
-            .plan
-            .layers
+        let float_chunk: u64 = s
+            .caches
             .iter()
-            .enumerate()
-            .filter(|(_, l)| l.kv.is_donor())
-            .map(|(i, _)| {
+            .map(|c| {
                 product([
-                    self.per_token(i, batch, None),
+                    self.per_token(c, batch, None),
                     chunk.div_ceil(STEP as u64),
                     STEP as u64,
                 ])
@@ -212,58 +214,55 @@ impl MemoryModel<'_> {
         step(chunk).max(step(1)).saturating_add(float_chunk)
     }
 
-    /// Bytes per token of cache `i` for `batch` rows: its geometry's, computed here with
+    /// Bytes per token of cache `c` for `batch` rows: its geometry's, computed here with
     /// saturation because the batch is the caller's and need not be small.
-    fn per_token(&self, i: usize, batch: u64, quant: Option<QuantSpec>) -> u64 {
-        let one_row = self.geometry(i, 1).bytes_per_token(quant) as u64;
+    fn per_token(&self, c: &CacheShape, batch: u64, quant: Option<QuantSpec>) -> u64 {
+        let one_row = CacheGeometry {
+            batch: 1,
+            kv_heads: c.kv_heads,
+            head_dim: c.head_dim,
+            dtype_bytes: self.dtype_bytes as usize,
+        }
+        .bytes_per_token(quant) as u64;
         one_row.saturating_mul(batch)
     }
 }
 
-/// Weight bytes of `config` stored as mlx-community would (float `dtype_bytes` elements,
-/// or `quant` for every module whose inputs divide its group, the MoE router at 8 bits),
-/// from the canonical tensor list: what `plan` uses when there is no weight file.
-pub fn estimate_weight_bytes(
-    config: &Gemma4Config,
-    quant: Option<crate::quantization::QuantSpec>,
-    dtype_bytes: u64,
-) -> u64 {
-    use crate::model::gemma4::weights::{TensorRole, canonical_tensors};
-    let total = canonical_tensors(config)
-        .into_iter()
-        .map(|(name, role)| match role {
-            TensorRole::Module { lead, out, inp } => {
-                let rows = product(lead.iter().chain([&out]).map(|&d| d as u64));
-                let spec = match quant {
-                    Some(_) if name.ends_with("router.proj") => Some(crate::synth::ROUTER_QUANT),
-                    q => q,
-                };
-                let inp = inp as u64;
-                match spec.filter(|q| inp.is_multiple_of(u64::from(q.group_size))) {
-                    Some(q) => {
-                        let packed = product([inp, q.bits.into()]) / 32;
-                        let groups = inp / u64::from(q.group_size);
-                        let row = sum([product([4, packed]), product([2, groups, dtype_bytes])]);
-                        product([rows, row])
-                    }
-                    None => product([rows, inp, dtype_bytes]),
-                }
-            }
-            TensorRole::Norm(d) | TensorRole::Vector(d) => product([d as u64, dtype_bytes]),
-            TensorRole::LayerScalar => dtype_bytes,
-        });
-    sum(total)
+/// Bytes of a linear module with `rows` outputs over `inp` inputs stored as
+/// mlx-community stores it: quantized by `quant` when `inp` divides into its groups (packed
+/// words plus a scale and a bias per group), else float `dtype_bytes` elements.
+pub fn module_bytes(rows: u64, inp: u64, quant: Option<QuantSpec>, dtype_bytes: u64) -> u64 {
+    match quant.filter(|q| inp.is_multiple_of(u64::from(q.group_size))) {
+        Some(q) => {
+            let packed = product([inp, q.bits.into()]) / 32;
+            let groups = inp / u64::from(q.group_size);
+            let row = sum([product([4, packed]), product([2, groups, dtype_bytes])]);
+            product([rows, row])
+        }
+        None => product([rows, inp, dtype_bytes]),
+    }
+}
+
+/// Bytes of one element of an MLX dtype.
+pub fn dtype_bytes(d: mlx_rs::Dtype) -> u64 {
+    use mlx_rs::Dtype::*;
+    match d {
+        Bool | Uint8 | Int8 => 1,
+        Uint16 | Int16 | Float16 | Bfloat16 => 2,
+        Uint32 | Int32 | Float32 => 4,
+        _ => 8,
+    }
 }
 
 // Byte counts saturate: a model too large to count in u64 bytes is one that never fits,
 // and a plan must say so rather than overflow (configs bound each dimension, not their
 // products, and the context and batch are the caller's).
 
-fn sum(terms: impl IntoIterator<Item = u64>) -> u64 {
+pub(crate) fn sum(terms: impl IntoIterator<Item = u64>) -> u64 {
     terms.into_iter().fold(0, u64::saturating_add)
 }
 
-fn product(factors: impl IntoIterator<Item = u64>) -> u64 {
+pub(crate) fn product(factors: impl IntoIterator<Item = u64>) -> u64 {
     factors.into_iter().fold(1, u64::saturating_mul)
 }
 

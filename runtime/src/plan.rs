@@ -6,29 +6,28 @@
 
 use serde::{Deserialize, Serialize};
 
-use crate::config::{Gemma4Config, LayerType};
+use crate::config::LayerType;
 use crate::error::{Error, Result};
 use crate::kv_layout::KvLayout;
 use crate::signature::CacheSignature;
 
-/// The architecture family a plan belongs to.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
-#[serde(rename_all = "snake_case")]
-pub enum Family {
-    /// Gemma 4 text (E2B, E4B, 12B, 26B-A4B, 31B).
-    Gemma4,
-    /// Llama-style dense decoders (`model_type` llama or qwen3): every layer full
-    /// attention over its own cache, SwiGLU MLP, optional q/k norm.
-    Llama,
-}
+/// The family a plan belongs to, by its name (`gemma4`, `llama`): the name each family
+/// gives itself ([`crate::family::Family::name`]). Serialized as the bare name, so it is
+/// part of every fingerprint.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize)]
+#[serde(transparent)]
+pub struct FamilyId(pub &'static str);
 
-impl Family {
+impl FamilyId {
     /// The family's name in ids and messages.
     pub fn name(self) -> &'static str {
-        match self {
-            Family::Gemma4 => "gemma4",
-            Family::Llama => "llama",
-        }
+        self.0
+    }
+}
+
+impl std::fmt::Display for FamilyId {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.0)
     }
 }
 
@@ -102,28 +101,11 @@ pub struct LayerPlan {
     pub flags: LayerFlags,
 }
 
-/// Facts about the weights that change the computation, read from the tensors
-/// themselves (never from an index file, gemma4.md §9 pitfall 7).
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct WeightFacts {
-    /// Per layer: whether `layers.i.layer_scalar` exists.
-    pub layer_scalar: Vec<bool>,
-}
-
-impl WeightFacts {
-    /// Every layer carries a layer scalar, as every shipped checkpoint does.
-    pub fn all_scalars(layers: usize) -> Self {
-        WeightFacts {
-            layer_scalar: vec![true; layers],
-        }
-    }
-}
-
 /// The resolved plan of a model.
-#[derive(Debug, Clone, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Hash, Serialize)]
 pub struct ModelPlan {
     /// The family.
-    pub family: Family,
+    pub family: FamilyId,
     /// One entry per layer.
     pub layers: Vec<LayerPlan>,
 }
@@ -132,110 +114,6 @@ impl ModelPlan {
     /// Whether any layer routes through experts.
     pub fn has_moe(&self) -> bool {
         self.layers.iter().any(|l| l.flags.moe)
-    }
-
-    /// Resolves every per-layer branch of a Gemma 4 model.
-    pub fn resolve(config: &Gemma4Config, kv: &KvLayout, facts: &WeightFacts) -> Result<Self> {
-        let n = config.num_hidden_layers;
-        let first_shared = config.first_shared_layer();
-        if facts.layer_scalar.len() != n {
-            return Err(Error::Request(format!(
-                "weight facts describe {} layers, the config {n}",
-                facts.layer_scalar.len()
-            )));
-        }
-        check_kv_layout(kv, first_shared, usize::MAX, |c| config.head_dim_of(c))?;
-
-        // The donor of a shared type is the last own-KV layer of that type.
-        let last_donor = |t: LayerType| {
-            (0..first_shared)
-                .rev()
-                .find(|&i| config.layer_types[i] == t)
-        };
-        let exported: Vec<usize> = if first_shared < n {
-            [LayerType::Sliding, LayerType::Full]
-                .into_iter()
-                .filter(|&t| config.layer_types[first_shared..].contains(&t))
-                .filter_map(last_donor)
-                .collect()
-        } else {
-            Vec::new()
-        };
-
-        let own_signature = |i: usize| {
-            let base = match config.layer_types[i] {
-                LayerType::Sliding => CacheSignature::Rotating,
-                LayerType::Full => CacheSignature::Plain,
-            };
-            base.with_quant(kv.get(i))
-        };
-
-        let mut layers = Vec::with_capacity(n);
-        for i in 0..n {
-            let attention = config.layer_types[i];
-            let kv_role = if i < first_shared {
-                KvRole::Donor {
-                    cache: i,
-                    exported: exported.contains(&i),
-                }
-            } else {
-                let donor = last_donor(attention).ok_or_else(|| {
-                    Error::config(
-                        &config.source,
-                        "layer_types",
-                        format!(
-                            "shared layer {i} has no donor of type {}",
-                            attention.config_name()
-                        ),
-                    )
-                })?;
-                KvRole::Sharer { donor }
-            };
-            let flags = LayerFlags {
-                k_eq_v: config.k_eq_v(i) && kv_role.is_donor(),
-                per_layer_input: config.hidden_size_per_layer_input > 0,
-                moe: config.moe.is_some(),
-                layer_scalar: facts.layer_scalar[i],
-                double_wide_mlp: config.double_wide(i),
-                qk_norm: false,
-            };
-            layers.push(LayerPlan {
-                attention,
-                kv: kv_role,
-                cache: own_signature(kv_role.cache_index()),
-                flags,
-            });
-        }
-        Ok(ModelPlan {
-            family: Family::Gemma4,
-            layers,
-        })
-    }
-
-    /// Resolves a Llama-family model: every layer full attention and a donor of its own
-    /// growing cache (float, or quantized as the kv layout says), q/k norm as the
-    /// config says.
-    pub fn resolve_llama(config: &crate::model::llama::LlamaConfig, kv: &KvLayout) -> Result<Self> {
-        let n = config.num_hidden_layers;
-        check_kv_layout(kv, n, n, |_| config.head_dim)?;
-        let layers = (0..n)
-            .map(|i| LayerPlan {
-                attention: LayerType::Full,
-                kv: KvRole::Donor {
-                    cache: i,
-                    exported: false,
-                },
-                cache: CacheSignature::Plain.with_quant(kv.get(i)),
-                flags: LayerFlags {
-                    qk_norm: config.qk_norm,
-                    ..LayerFlags::default()
-                },
-            })
-            .collect();
-        Ok(ModelPlan {
-            family: Family::Llama,
-            layers,
-        })
     }
 
     /// The number of caches (donor layers).
@@ -269,7 +147,7 @@ impl ModelPlan {
 
 /// Checks a kv layout against the caches `0..caches` and their head dims: every entry
 /// names an existing cache, with bits dividing 32 and a group size dividing the head dim.
-fn check_kv_layout(
+pub(crate) fn check_kv_layout(
     kv: &KvLayout,
     caches: usize,
     layers: usize,

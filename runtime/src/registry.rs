@@ -3,59 +3,29 @@
 //! fills it (with `generated::implementations()`), so the runtime never depends on
 //! generated code.
 
-use std::rc::Rc;
-
 use crate::error::{Error, Result};
 use crate::fingerprint::Fingerprint;
-use crate::model::gemma4::Gemma4;
-use crate::model::llama::Llama;
 use crate::model::{LanguageModel, Loaded};
-use crate::plan::Family;
-
-/// The id of the Gemma 4 monolith implementation.
-pub const MONOLITH_ID: &str = "gemma4-monolith";
-
-/// The ids of the monoliths, one per family.
-pub const MONOLITH_IDS: [&str; 2] = [MONOLITH_ID, crate::model::llama::monolith::MONOLITH_ID];
-
-/// Builds an implementation over a loaded model of its family.
-#[derive(Debug, Clone, Copy)]
-pub enum Constructor {
-    /// Over a Gemma 4 model.
-    Gemma4(fn(Rc<Gemma4>) -> Box<dyn LanguageModel>),
-    /// Over a Llama-family model.
-    Llama(fn(Rc<Llama>) -> Box<dyn LanguageModel>),
-}
-
-impl Implementation {
-    /// Builds this implementation over `model`, which must be of its family.
-    pub fn construct_on(&self, model: &Loaded) -> Result<Box<dyn LanguageModel>> {
-        match (self.construct, model) {
-            (Constructor::Gemma4(f), Loaded::Gemma4(m)) => Ok(f(m.clone())),
-            (Constructor::Llama(f), Loaded::Llama(m)) => Ok(f(m.clone())),
-            _ => Err(Error::Selection(format!(
-                "implementation {} serves the {} family, the model is {}",
-                self.id,
-                self.family.name(),
-                model.family().name()
-            ))),
-        }
-    }
-}
+use crate::specialized::Construct;
 
 /// A generated implementation.
 #[derive(Debug, Clone, Copy)]
 pub struct Implementation {
     /// Unique id, e.g. `gemma4-e4b-generated`.
     pub id: &'static str,
-    /// The family whose graph, loader and generation loop it serves.
-    pub family: Family,
     /// 16-hex fingerprint of the plan it was generated for.
     pub fingerprint: &'static str,
     /// The folder its config came from (for the parity gate and `inspect`).
     pub source: &'static str,
-    /// Builds it.
-    pub construct: Constructor,
+    /// Builds it (its [`crate::specialized::Specialization`]).
+    pub construct: &'static dyn Construct,
+}
+
+impl Implementation {
+    /// Builds this implementation over `model`, which must be of its family.
+    pub fn construct_on(&self, model: &Loaded) -> Result<Box<dyn LanguageModel>> {
+        self.construct.construct(model)
+    }
 }
 
 /// Which implementation a run asks for.
@@ -83,7 +53,8 @@ impl Registry {
     /// A registry over `implementations` (ids must be unique).
     pub fn new(implementations: Vec<Implementation>) -> Result<Self> {
         for (i, a) in implementations.iter().enumerate() {
-            if MONOLITH_IDS.contains(&a.id) || implementations[..i].iter().any(|b| b.id == a.id) {
+            let monolith = crate::families::monolith_ids().any(|m| m == a.id);
+            if monolith || implementations[..i].iter().any(|b| b.id == a.id) {
                 return Err(Error::Selection(format!(
                     "implementation id {} is registered twice",
                     a.id
@@ -123,7 +94,7 @@ impl Registry {
                     self.list()
                 ))),
             },
-            ImplChoice::Declared(id) if MONOLITH_IDS.contains(&id.as_str()) => {
+            ImplChoice::Declared(id) if crate::families::monolith_ids().any(|m| m == id) => {
                 let m = monolith(model);
                 if m.implementation() != id {
                     return Err(Error::Selection(format!(

@@ -2,9 +2,11 @@
 //! error naming the file and key.
 
 use runtime::Error;
-use runtime::config::{Gemma4Config, LayerType};
+use runtime::config::LayerType;
 use runtime::kv_layout::KvLayout;
-use runtime::plan::{KvRole, ModelPlan, WeightFacts};
+use runtime::model::gemma4::Gemma4Config;
+use runtime::model::gemma4::plan::WeightFacts;
+use runtime::plan::KvRole;
 use runtime::signature::CacheSignature;
 use serde_json::Value;
 
@@ -53,7 +55,7 @@ fn every_preset_parses_and_resolves() {
         } else {
             KvLayout::float()
         };
-        let plan = ModelPlan::resolve(
+        let plan = runtime::model::gemma4::plan::resolve(
             &config,
             &kv,
             &WeightFacts::all_scalars(config.num_hidden_layers),
@@ -68,7 +70,8 @@ fn every_preset_parses_and_resolves() {
 fn e4b_sharers_read_the_last_donor_of_their_type() {
     let config = Gemma4Config::from_file(&preset_dir("gemma4-e4b").join("config.json")).unwrap();
     let kv = KvLayout::from_file(&preset_dir("gemma4-e4b").join("kv_config.json")).unwrap();
-    let plan = ModelPlan::resolve(&config, &kv, &WeightFacts::all_scalars(42)).unwrap();
+    let plan =
+        runtime::model::gemma4::plan::resolve(&config, &kv, &WeightFacts::all_scalars(42)).unwrap();
     for (i, layer) in plan.layers.iter().enumerate() {
         match layer.kv {
             KvRole::Donor { cache, exported } => {
@@ -202,7 +205,8 @@ fn kv_config_naming_a_sharer_is_refused() {
         r#"[{"layer_idx": 30, "bits": 4, "group_size": 64}]"#,
     )
     .unwrap();
-    let err = ModelPlan::resolve(&config, &kv, &WeightFacts::all_scalars(42)).unwrap_err();
+    let err = runtime::model::gemma4::plan::resolve(&config, &kv, &WeightFacts::all_scalars(42))
+        .unwrap_err();
     match &err {
         Error::Config { file, key, message } => {
             assert_eq!(file, "kv.json");

@@ -10,14 +10,17 @@ use std::fs;
 use std::path::{Path, PathBuf};
 
 use runtime::Error;
-use runtime::config::{Gemma4Config, MAX_DIM, MAX_LAYERS};
+use runtime::config::{MAX_DIM, MAX_LAYERS};
+use runtime::family::ModelConfig;
 use runtime::generate::DEFAULT_PREFILL_CHUNK;
 use runtime::kv_layout::KvLayout;
-use runtime::memory::{MemoryModel, estimate_weight_bytes};
+use runtime::memory::MemoryModel;
 use runtime::model::AnyConfig;
+use runtime::model::gemma4::Gemma4Config;
+use runtime::model::gemma4::plan::WeightFacts;
 use runtime::model::gemma4::weights::{TensorRole, canonical_tensors};
 use runtime::model::llama::config::LlamaConfig;
-use runtime::plan::{ModelPlan, WeightFacts};
+use runtime::plan::ModelPlan;
 use runtime::quantization::QuantSpec;
 use runtime::weights::catalog::{Catalog, parse_index};
 use runtime::weights::expect::Expect;
@@ -81,10 +84,9 @@ fn config_error(result: Result<impl std::fmt::Debug, Error>) -> (String, String)
     }
 }
 
-fn memory<'a>(config: &'a Gemma4Config, plan: &'a ModelPlan, weight_bytes: u64) -> MemoryModel<'a> {
+fn memory(config: &Gemma4Config, plan: &ModelPlan, weight_bytes: u64) -> MemoryModel {
     MemoryModel {
-        config,
-        plan,
+        shape: config.memory_shape(plan),
         weight_bytes,
         dtype_bytes: 2,
         prefill_chunk: DEFAULT_PREFILL_CHUNK as u64,
@@ -162,7 +164,7 @@ fn a_config_declares_at_most_max_layers() {
         "num_hidden_layers": MAX_LAYERS,
     });
     let config = LlamaConfig::from_value("test.json", &llama).unwrap();
-    let plan = ModelPlan::resolve_llama(&config, &KvLayout::float()).unwrap();
+    let plan = runtime::model::llama::plan::resolve(&config, &KvLayout::float()).unwrap();
     assert_eq!(plan.num_caches(), MAX_LAYERS);
     let mut too_many = llama;
     too_many["num_hidden_layers"] = json!(MAX_LAYERS + 1);
@@ -226,8 +228,12 @@ fn a_memory_plan_too_large_for_u64_bytes_saturates_and_does_not_fit() {
     v["top_k_experts"] = json!(MAX_DIM);
     v["moe_intermediate_size"] = json!(MAX_DIM / 2);
     let config = Gemma4Config::from_value("test.json", &v).unwrap();
-    let plan =
-        ModelPlan::resolve(&config, &KvLayout::float(), &WeightFacts::all_scalars(2)).unwrap();
+    let plan = runtime::model::gemma4::plan::resolve(
+        &config,
+        &KvLayout::float(),
+        &WeightFacts::all_scalars(2),
+    )
+    .unwrap();
     for quant in [
         None,
         Some(QuantSpec {
@@ -235,7 +241,7 @@ fn a_memory_plan_too_large_for_u64_bytes_saturates_and_does_not_fit() {
             group_size: 64,
         }),
     ] {
-        assert_eq!(estimate_weight_bytes(&config, quant, 2), u64::MAX);
+        assert_eq!(config.estimate_weight_bytes(quant, 2), u64::MAX);
     }
     let model = memory(&config, &plan, u64::MAX);
     let p = model.plan(u64::MAX, u64::MAX, 24_000_000_000);
@@ -245,8 +251,13 @@ fn a_memory_plan_too_large_for_u64_bytes_saturates_and_does_not_fit() {
 
     // The tiny model at an absurd context and batch: the KV and transient bytes saturate.
     let tiny = tiny_config();
-    let plan = ModelPlan::resolve(&tiny, &KvLayout::float(), &WeightFacts::all_scalars(2)).unwrap();
-    let model = memory(&tiny, &plan, estimate_weight_bytes(&tiny, None, 2));
+    let plan = runtime::model::gemma4::plan::resolve(
+        &tiny,
+        &KvLayout::float(),
+        &WeightFacts::all_scalars(2),
+    )
+    .unwrap();
+    let model = memory(&tiny, &plan, tiny.estimate_weight_bytes(None, 2));
     let p = model.plan(u64::MAX, u64::MAX, 24_000_000_000);
     assert!(!p.fits && p.kv == u64::MAX, "{p:?}");
     // ... while a sane request is unchanged by the saturation: one batch row of 4096
@@ -300,12 +311,7 @@ fn the_config_plan_seeds_validate_and_resolve() {
             Some(p) => KvLayout::from_json_str(&name, std::str::from_utf8(p).unwrap()).unwrap(),
             None => KvLayout::float(),
         };
-        let plan = match &config {
-            AnyConfig::Gemma4(c) => {
-                ModelPlan::resolve(c, &kv, &WeightFacts::all_scalars(c.num_hidden_layers))
-            }
-            AnyConfig::Llama(c) => ModelPlan::resolve_llama(c, &kv),
-        };
+        let plan = config.resolve(&kv, runtime::family::WeightFacts::AsShipped);
         plan.unwrap_or_else(|e| panic!("{name}: {e}"));
     }
 }

@@ -5,14 +5,15 @@ use std::path::Path;
 
 use mlx_rs::Array;
 use runtime::Error;
-use runtime::config::Gemma4Config;
 use runtime::generate::{self, Flow, GenerateOptions, Pipeline, StopReason};
 use runtime::kv_layout::KvLayout;
 use runtime::model::LanguageModel;
 use runtime::model::gemma4::Gemma4;
+use runtime::model::gemma4::Gemma4Config;
 use runtime::model::gemma4::monolith::Gemma4Monolith;
+use runtime::model::gemma4::synth;
 use runtime::sampling::Sampler;
-use runtime::synth::{self, SynthOptions};
+use runtime::synth::SynthOptions;
 
 fn model(kv: bool) -> Gemma4Monolith {
     let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("../generated/models/gemma4-e4b");

@@ -3,10 +3,11 @@
 
 use std::path::Path;
 
-use runtime::config::Gemma4Config;
+use runtime::family::WeightFacts;
 use runtime::kv_layout::KvLayout;
 use runtime::memory::{self, MemoryModel};
-use runtime::plan::{ModelPlan, WeightFacts};
+use runtime::model::AnyConfig;
+use runtime::plan::ModelPlan;
 use runtime::quantization::QuantSpec;
 
 const Q4: QuantSpec = QuantSpec {
@@ -14,23 +15,18 @@ const Q4: QuantSpec = QuantSpec {
     group_size: 64,
 };
 
-fn preset(name: &str) -> (Gemma4Config, ModelPlan) {
+fn preset(name: &str) -> (AnyConfig, ModelPlan) {
     let dir = Path::new(env!("CARGO_MANIFEST_DIR"))
         .join("../generated/models")
         .join(name);
-    let config = Gemma4Config::from_file(&dir.join("config.json")).unwrap();
+    let config = AnyConfig::from_file(&dir.join("config.json")).unwrap();
     let kv = dir.join("kv_config.json");
     let layout = if kv.exists() {
         KvLayout::from_file(&kv).unwrap()
     } else {
         KvLayout::float()
     };
-    let plan = ModelPlan::resolve(
-        &config,
-        &layout,
-        &WeightFacts::all_scalars(config.num_hidden_layers),
-    )
-    .unwrap();
+    let plan = config.resolve(&layout, WeightFacts::AsShipped).unwrap();
     (config, plan)
 }
 
@@ -38,9 +34,8 @@ fn preset(name: &str) -> (Gemma4Config, ModelPlan) {
 fn e4b_kv_bytes_follow_the_layout() {
     let (config, plan) = preset("gemma4-e4b");
     let model = MemoryModel {
-        config: &config,
-        plan: &plan,
-        weight_bytes: memory::estimate_weight_bytes(&config, Some(Q4), 2),
+        shape: config.memory_shape(&plan),
+        weight_bytes: config.estimate_weight_bytes(Some(Q4), 2),
         dtype_bytes: 2,
         prefill_chunk: 2048,
     };
@@ -66,12 +61,13 @@ fn the_largest_safe_context_is_the_fitting_boundary() {
         "gemma4-12b",
         "gemma4-26b-a4b",
         "gemma4-31b",
+        "llama-3.2-1b",
+        "qwen3-0.6b",
     ] {
         let (config, plan) = preset(name);
         let model = MemoryModel {
-            config: &config,
-            plan: &plan,
-            weight_bytes: memory::estimate_weight_bytes(&config, Some(Q4), 2),
+            shape: config.memory_shape(&plan),
+            weight_bytes: config.estimate_weight_bytes(Some(Q4), 2),
             dtype_bytes: 2,
             prefill_chunk: 2048,
         };
@@ -94,8 +90,8 @@ fn the_largest_safe_context_is_the_fitting_boundary() {
 #[test]
 fn weight_estimate_counts_quantized_and_float_modules() {
     let (config, _) = preset("gemma4-e4b");
-    let q4 = memory::estimate_weight_bytes(&config, Some(Q4), 2);
-    let bf16 = memory::estimate_weight_bytes(&config, None, 2);
+    let q4 = config.estimate_weight_bytes(Some(Q4), 2);
+    let bf16 = config.estimate_weight_bytes(None, 2);
     // 4-bit group 64 with bf16 scales and biases is 4.5 bits per weight.
     let ratio = bf16 as f64 / q4 as f64;
     assert!(ratio > 3.4 && ratio < 3.6, "{ratio}");

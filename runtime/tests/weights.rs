@@ -6,11 +6,14 @@ use std::path::{Path, PathBuf};
 
 use mlx_rs::Array;
 use runtime::Error;
-use runtime::config::Gemma4Config;
 use runtime::kv_layout::KvLayout;
+use runtime::model::Loaded;
 use runtime::model::gemma4::Gemma4;
+use runtime::model::gemma4::Gemma4Config;
+use runtime::model::gemma4::synth;
+use runtime::options::ExecOptions;
 use runtime::quantization::QuantSpec;
-use runtime::synth::{self, SynthOptions};
+use runtime::synth::SynthOptions;
 
 /// A 6-layer E4B-like model: sliding/full pattern, 2 KV-sharing layers, PLE.
 fn tiny_config() -> Gemma4Config {
@@ -44,8 +47,12 @@ fn write(dir: &Path, quant: Option<QuantSpec>) -> (Gemma4Config, BTreeMap<String
     (config, tensors)
 }
 
+fn load(dir: &Path) -> runtime::Result<Loaded> {
+    Loaded::load(dir, KvLayout::float(), ExecOptions::default(), |_, _| {})
+}
+
 fn load_err(dir: &Path) -> Error {
-    Gemma4::load(dir, KvLayout::float(), |_, _| {}).expect_err("load must fail")
+    load(dir).expect_err("load must fail")
 }
 
 /// Rewrites `model.safetensors` of `dir` with `edit` applied to its tensors.
@@ -72,7 +79,8 @@ fn float_and_quantized_folders_load() {
     ] {
         let dir = scratch(&format!("ok-{}", quant.is_some()));
         let (config, _) = write(&dir, quant);
-        let model = Gemma4::load(&dir, KvLayout::float(), |_, _| {}).unwrap();
+        let loaded = load(&dir).unwrap();
+        let model = loaded.downcast::<Gemma4>().expect("a Gemma 4 model");
         assert_eq!(model.weights.layers.len(), config.num_hidden_layers);
         assert_eq!(model.plan.num_caches(), 4);
         assert!(
@@ -198,7 +206,7 @@ fn sharded_folder_with_index_loads_and_a_broken_index_is_named() {
     }
     let index = serde_json::json!({"metadata": {}, "weight_map": weight_map});
     std::fs::write(dir.join("model.safetensors.index.json"), index.to_string()).unwrap();
-    Gemma4::load(&dir, KvLayout::float(), |_, _| {}).unwrap();
+    load(&dir).unwrap();
 
     weight_map.insert(
         "language_model.model.layers.0.mlp.gate_proj.weight".into(),

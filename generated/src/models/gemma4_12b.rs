@@ -6,27 +6,21 @@
 //! 3 layer variants.
 //!
 //! [`Gemma4_12b`] runs [`forward_layers`] when the loaded model's plan has [`FINGERPRINT`]
-//! and the caches match [`CACHE_SIGNATURES`]; on any other call it runs the monolith, which
-//! computes the same bits more slowly.
-
-use std::cell::{Cell, RefCell};
-use std::rc::Rc;
+//! and the caches match [`CACHE_SIGNATURES`] (the runtime's `Specialized` guard); on any
+//! other call it runs the monolith, which computes the same bits more slowly.
 
 use runtime::cache::{AnyCache, QuantizedKvCache, RotatingQuantizedKvCache};
-use runtime::error::{Error, Result};
-use runtime::fingerprint::Fingerprint;
-use runtime::guard;
+use runtime::error::Result;
 use runtime::mlx_rs::Array;
-use runtime::model::{LanguageModel, ModelRef};
 use runtime::model::gemma4::blocks::{self, Composition};
 use runtime::config::LayerType;
 use runtime::model::gemma4::step::{self, DecodeSegments, LayerStages, Step};
-use runtime::model::gemma4::{Gemma4, monolith};
+use runtime::model::gemma4::Gemma4;
 use runtime::nn::sdpa_quantized;
-use runtime::plan::{Family, ModelPlan};
 use runtime::quantization::QuantSpec;
-use runtime::registry::{Constructor, Implementation};
+use runtime::registry::Implementation;
 use runtime::signature::CacheSignature;
+use runtime::specialized::{Specialization, Specialized};
 
 /// The fingerprint of the plan this module was generated for.
 pub const FINGERPRINT: &str = "f000986a3d3c0f55";
@@ -127,7 +121,7 @@ fn donor_sliding_q4g64_scalar_post(
     let [h, o] = step::args("donor_sliding_q4g64_scalar_post", i, a)?;
     let w = &m.weights.layers[i];
     let (h, f) = blocks::attention_residual(m, w, &h, &o, Composition::SingleToken)?;
-    let d = blocks::ffn_raw(w, &f, Composition::SingleToken)?;
+    let d = blocks::ffn_raw(m, w, &f, Composition::SingleToken)?;
     blocks::layer_end(
         m,
         i,
@@ -193,7 +187,7 @@ fn donor_sliding_q8g64_scalar_post(
     let [h, o] = step::args("donor_sliding_q8g64_scalar_post", i, a)?;
     let w = &m.weights.layers[i];
     let (h, f) = blocks::attention_residual(m, w, &h, &o, Composition::SingleToken)?;
-    let d = blocks::ffn_raw(w, &f, Composition::SingleToken)?;
+    let d = blocks::ffn_raw(m, w, &f, Composition::SingleToken)?;
     blocks::layer_end(
         m,
         i,
@@ -260,7 +254,7 @@ fn donor_full_q4g64_keqv_scalar_post(
     let [h, o] = step::args("donor_full_q4g64_keqv_scalar_post", i, a)?;
     let w = &m.weights.layers[i];
     let (h, f) = blocks::attention_residual(m, w, &h, &o, Composition::SingleToken)?;
-    let d = blocks::ffn_raw(w, &f, Composition::SingleToken)?;
+    let d = blocks::ffn_raw(m, w, &f, Composition::SingleToken)?;
     blocks::layer_end(
         m,
         i,
@@ -518,7 +512,7 @@ pub fn forward_layers(
     AnyCache::RotatingQuant(c43), AnyCache::RotatingQuant(c44),
     AnyCache::RotatingQuant(c45), AnyCache::RotatingQuant(c46), AnyCache::Quant(c47)] = caches
     else {
-        return Err(cache_mismatch(caches));
+        return Err(SPECIALIZATION.cache_mismatch(caches));
     };
     let h = s.h.clone();
     let h = donor_sliding_q4g64_scalar(&mut s, 0, &h, c0)?;
@@ -572,74 +566,21 @@ pub fn forward_layers(
     s.finish(&h)
 }
 
-/// `forward_layers` handed caches other than [`CACHE_SIGNATURES`].
-fn cache_mismatch(caches: &[AnyCache]) -> Error {
-    let id = IMPLEMENTATION.id;
-    let why = guard::mismatch(caches, &CACHE_SIGNATURES).unwrap_or_default();
-    Error::Request(format!("{id} was generated for other caches: {why}"))
-}
+/// gemma4-12b with its generated fast path: the runtime's guard (the plan's fingerprint,
+/// checked once, and the live cache signatures, checked every call) in front of
+/// [`forward_layers`], the monolith behind it, and a count of the calls the fast path took.
+pub type Gemma4_12b = Specialized<Gemma4>;
 
-/// gemma4-12b with its generated fast path: a guard (the plan's fingerprint, checked once,
-/// and the live cache signatures, checked every call) in front of [`forward_layers`], the
-/// monolith behind it, and a count of the calls the fast path took.
-#[derive(Debug)]
-pub struct Gemma4_12b {
-    model: Rc<Gemma4>,
-    plan_matches: bool,
-    fast_path_calls: Cell<u64>,
-    segments: RefCell<Option<DecodeSegments>>,
-}
-
-impl Gemma4_12b {
-    /// Wraps a loaded model.
-    pub fn new(model: Rc<Gemma4>) -> Self {
-        let plan_matches = Fingerprint::of(&model.plan).short() == FINGERPRINT;
-        Gemma4_12b {
-            model,
-            plan_matches,
-            fast_path_calls: Cell::new(0),
-            segments: RefCell::new(None),
-        }
-    }
-}
-
-impl LanguageModel for Gemma4_12b {
-    fn forward(&self, tokens: &Array, caches: &mut [AnyCache]) -> Result<Array> {
-        if !self.plan_matches || !guard::caches_match(caches, &CACHE_SIGNATURES) {
-            return monolith::forward(&self.model, tokens, caches);
-        }
-        self.fast_path_calls.set(self.fast_path_calls.get() + 1);
-        if tokens.ndim() == 2 && tokens.dim(1) == 1 && step::compiles(&self.model) {
-            let mut segments = self.segments.borrow_mut();
-            let segments = segments
-                .get_or_insert_with(|| DecodeSegments::new(&self.model, &STAGES));
-            return forward_layers(&self.model, tokens, caches, Some(segments));
-        }
-        forward_layers(&self.model, tokens, caches, None)
-    }
-    fn plan(&self) -> &ModelPlan {
-        &self.model.plan
-    }
-    fn loaded(&self) -> ModelRef<'_> {
-        ModelRef::Gemma4(&self.model)
-    }
-    fn implementation(&self) -> &str {
-        IMPLEMENTATION.id
-    }
-    fn fast_path_calls(&self) -> u64 {
-        self.fast_path_calls.get()
-    }
-}
-
-fn construct(model: Rc<Gemma4>) -> Box<dyn LanguageModel> {
-    Box::new(Gemma4_12b::new(model))
-}
-
-/// The registry entry of gemma4-12b: id, family, fingerprint, source folder, constructor.
-pub const IMPLEMENTATION: Implementation = Implementation {
+/// What the runtime needs of gemma4-12b: id, fingerprint, source folder, cache signatures,
+/// stages and the unrolled layers.
+pub static SPECIALIZATION: Specialization<Gemma4> = Specialization {
     id: "gemma4-12b-generated",
-    family: Family::Gemma4,
     fingerprint: FINGERPRINT,
     source: "generated/models/gemma4-12b",
-    construct: Constructor::Gemma4(construct),
+    cache_signatures: &CACHE_SIGNATURES,
+    stages: &STAGES,
+    forward_layers,
 };
+
+/// The registry entry.
+pub const IMPLEMENTATION: Implementation = SPECIALIZATION.implementation();

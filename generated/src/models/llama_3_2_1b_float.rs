@@ -6,26 +6,21 @@
 //! caches, in 1 layer variant.
 //!
 //! [`Llama3_2_1bFloat`] runs [`forward_layers`] when the loaded model's plan has
-//! [`FINGERPRINT`] and the caches match [`CACHE_SIGNATURES`]; on any other call it runs the
-//! monolith, which computes the same bits more slowly.
-
-use std::cell::{Cell, RefCell};
-use std::rc::Rc;
+//! [`FINGERPRINT`] and the caches match [`CACHE_SIGNATURES`] (the runtime's `Specialized`
+//! guard); on any other call it runs the monolith, which computes the same bits more
+//! slowly.
 
 use runtime::cache::{AnyCache, KvCache};
-use runtime::error::{Error, Result};
-use runtime::fingerprint::Fingerprint;
-use runtime::guard;
+use runtime::error::Result;
 use runtime::mlx_rs::Array;
-use runtime::model::{LanguageModel, ModelRef};
 use runtime::model::llama::blocks::{self, Composition};
 use runtime::config::LayerType;
 use runtime::model::llama::step::{self, DecodeSegments, LayerStages, Stage, Step};
-use runtime::model::llama::{Llama, monolith};
+use runtime::model::llama::Llama;
 use runtime::nn::scaled::sdpa_scaled;
-use runtime::plan::{Family, ModelPlan};
-use runtime::registry::{Constructor, Implementation};
+use runtime::registry::Implementation;
 use runtime::signature::CacheSignature;
+use runtime::specialized::{Specialization, Specialized};
 
 /// The fingerprint of the plan this module was generated for.
 pub const FINGERPRINT: &str = "da953001f4ebe922";
@@ -176,7 +171,7 @@ pub fn forward_layers(
     AnyCache::Plain(c7), AnyCache::Plain(c8), AnyCache::Plain(c9), AnyCache::Plain(c10),
     AnyCache::Plain(c11), AnyCache::Plain(c12), AnyCache::Plain(c13),
     AnyCache::Plain(c14), AnyCache::Plain(c15)] = caches else {
-        return Err(cache_mismatch(caches));
+        return Err(SPECIALIZATION.cache_mismatch(caches));
     };
     let h = s.h.clone();
     let h = donor_full_plain(&mut s, 0, &h, c0)?;
@@ -198,75 +193,22 @@ pub fn forward_layers(
     s.finish(&h)
 }
 
-/// `forward_layers` handed caches other than [`CACHE_SIGNATURES`].
-fn cache_mismatch(caches: &[AnyCache]) -> Error {
-    let id = IMPLEMENTATION.id;
-    let why = guard::mismatch(caches, &CACHE_SIGNATURES).unwrap_or_default();
-    Error::Request(format!("{id} was generated for other caches: {why}"))
-}
+/// llama-3.2-1b-float with its generated fast path: the runtime's guard (the plan's
+/// fingerprint, checked once, and the live cache signatures, checked every call) in front
+/// of [`forward_layers`], the monolith behind it, and a count of the calls the fast path
+/// took.
+pub type Llama3_2_1bFloat = Specialized<Llama>;
 
-/// llama-3.2-1b-float with its generated fast path: a guard (the plan's fingerprint,
-/// checked once, and the live cache signatures, checked every call) in front of
-/// [`forward_layers`], the monolith behind it, and a count of the calls the fast path took.
-#[derive(Debug)]
-pub struct Llama3_2_1bFloat {
-    model: Rc<Llama>,
-    plan_matches: bool,
-    fast_path_calls: Cell<u64>,
-    segments: RefCell<Option<DecodeSegments>>,
-}
-
-impl Llama3_2_1bFloat {
-    /// Wraps a loaded model.
-    pub fn new(model: Rc<Llama>) -> Self {
-        let plan_matches = Fingerprint::of(&model.plan).short() == FINGERPRINT;
-        Llama3_2_1bFloat {
-            model,
-            plan_matches,
-            fast_path_calls: Cell::new(0),
-            segments: RefCell::new(None),
-        }
-    }
-}
-
-impl LanguageModel for Llama3_2_1bFloat {
-    fn forward(&self, tokens: &Array, caches: &mut [AnyCache]) -> Result<Array> {
-        if !self.plan_matches || !guard::caches_match(caches, &CACHE_SIGNATURES) {
-            return monolith::forward(&self.model, tokens, caches);
-        }
-        self.fast_path_calls.set(self.fast_path_calls.get() + 1);
-        if tokens.ndim() == 2 && tokens.dim(1) == 1 && step::compiles(&self.model) {
-            let mut segments = self.segments.borrow_mut();
-            let segments = segments
-                .get_or_insert_with(|| DecodeSegments::new(&self.model, &STAGES));
-            return forward_layers(&self.model, tokens, caches, Some(segments));
-        }
-        forward_layers(&self.model, tokens, caches, None)
-    }
-    fn plan(&self) -> &ModelPlan {
-        &self.model.plan
-    }
-    fn loaded(&self) -> ModelRef<'_> {
-        ModelRef::Llama(&self.model)
-    }
-    fn implementation(&self) -> &str {
-        IMPLEMENTATION.id
-    }
-    fn fast_path_calls(&self) -> u64 {
-        self.fast_path_calls.get()
-    }
-}
-
-fn construct(model: Rc<Llama>) -> Box<dyn LanguageModel> {
-    Box::new(Llama3_2_1bFloat::new(model))
-}
-
-/// The registry entry of llama-3.2-1b-float: id, family, fingerprint, source folder,
-/// constructor.
-pub const IMPLEMENTATION: Implementation = Implementation {
+/// What the runtime needs of llama-3.2-1b-float: id, fingerprint, source folder, cache
+/// signatures, stages and the unrolled layers.
+pub static SPECIALIZATION: Specialization<Llama> = Specialization {
     id: "llama-3.2-1b-float-generated",
-    family: Family::Llama,
     fingerprint: FINGERPRINT,
     source: "generated/models/llama-3.2-1b-float",
-    construct: Constructor::Llama(construct),
+    cache_signatures: &CACHE_SIGNATURES,
+    stages: &STAGES,
+    forward_layers,
 };
+
+/// The registry entry.
+pub const IMPLEMENTATION: Implementation = SPECIALIZATION.implementation();

@@ -6,26 +6,20 @@
 //! 1 layer variant.
 //!
 //! [`Qwen3_0_6b`] runs [`forward_layers`] when the loaded model's plan has [`FINGERPRINT`]
-//! and the caches match [`CACHE_SIGNATURES`]; on any other call it runs the monolith, which
-//! computes the same bits more slowly.
-
-use std::cell::{Cell, RefCell};
-use std::rc::Rc;
+//! and the caches match [`CACHE_SIGNATURES`] (the runtime's `Specialized` guard); on any
+//! other call it runs the monolith, which computes the same bits more slowly.
 
 use runtime::cache::{AnyCache, KvCache};
-use runtime::error::{Error, Result};
-use runtime::fingerprint::Fingerprint;
-use runtime::guard;
+use runtime::error::Result;
 use runtime::mlx_rs::Array;
-use runtime::model::{LanguageModel, ModelRef};
 use runtime::model::llama::blocks::{self, Composition};
 use runtime::config::LayerType;
 use runtime::model::llama::step::{self, DecodeSegments, LayerStages, Stage, Step};
-use runtime::model::llama::{Llama, monolith};
+use runtime::model::llama::Llama;
 use runtime::nn::scaled::sdpa_scaled;
-use runtime::plan::{Family, ModelPlan};
-use runtime::registry::{Constructor, Implementation};
+use runtime::registry::Implementation;
 use runtime::signature::CacheSignature;
+use runtime::specialized::{Specialization, Specialized};
 
 /// The fingerprint of the plan this module was generated for.
 pub const FINGERPRINT: &str = "0a038054bc479950";
@@ -241,7 +235,7 @@ pub fn forward_layers(
     AnyCache::Plain(c20), AnyCache::Plain(c21), AnyCache::Plain(c22),
     AnyCache::Plain(c23), AnyCache::Plain(c24), AnyCache::Plain(c25),
     AnyCache::Plain(c26), AnyCache::Plain(c27)] = caches else {
-        return Err(cache_mismatch(caches));
+        return Err(SPECIALIZATION.cache_mismatch(caches));
     };
     let h = s.h.clone();
     let h = donor_full_plain_qknorm(&mut s, 0, &h, c0)?;
@@ -275,74 +269,21 @@ pub fn forward_layers(
     s.finish(&h)
 }
 
-/// `forward_layers` handed caches other than [`CACHE_SIGNATURES`].
-fn cache_mismatch(caches: &[AnyCache]) -> Error {
-    let id = IMPLEMENTATION.id;
-    let why = guard::mismatch(caches, &CACHE_SIGNATURES).unwrap_or_default();
-    Error::Request(format!("{id} was generated for other caches: {why}"))
-}
+/// qwen3-0.6b with its generated fast path: the runtime's guard (the plan's fingerprint,
+/// checked once, and the live cache signatures, checked every call) in front of
+/// [`forward_layers`], the monolith behind it, and a count of the calls the fast path took.
+pub type Qwen3_0_6b = Specialized<Llama>;
 
-/// qwen3-0.6b with its generated fast path: a guard (the plan's fingerprint, checked once,
-/// and the live cache signatures, checked every call) in front of [`forward_layers`], the
-/// monolith behind it, and a count of the calls the fast path took.
-#[derive(Debug)]
-pub struct Qwen3_0_6b {
-    model: Rc<Llama>,
-    plan_matches: bool,
-    fast_path_calls: Cell<u64>,
-    segments: RefCell<Option<DecodeSegments>>,
-}
-
-impl Qwen3_0_6b {
-    /// Wraps a loaded model.
-    pub fn new(model: Rc<Llama>) -> Self {
-        let plan_matches = Fingerprint::of(&model.plan).short() == FINGERPRINT;
-        Qwen3_0_6b {
-            model,
-            plan_matches,
-            fast_path_calls: Cell::new(0),
-            segments: RefCell::new(None),
-        }
-    }
-}
-
-impl LanguageModel for Qwen3_0_6b {
-    fn forward(&self, tokens: &Array, caches: &mut [AnyCache]) -> Result<Array> {
-        if !self.plan_matches || !guard::caches_match(caches, &CACHE_SIGNATURES) {
-            return monolith::forward(&self.model, tokens, caches);
-        }
-        self.fast_path_calls.set(self.fast_path_calls.get() + 1);
-        if tokens.ndim() == 2 && tokens.dim(1) == 1 && step::compiles(&self.model) {
-            let mut segments = self.segments.borrow_mut();
-            let segments = segments
-                .get_or_insert_with(|| DecodeSegments::new(&self.model, &STAGES));
-            return forward_layers(&self.model, tokens, caches, Some(segments));
-        }
-        forward_layers(&self.model, tokens, caches, None)
-    }
-    fn plan(&self) -> &ModelPlan {
-        &self.model.plan
-    }
-    fn loaded(&self) -> ModelRef<'_> {
-        ModelRef::Llama(&self.model)
-    }
-    fn implementation(&self) -> &str {
-        IMPLEMENTATION.id
-    }
-    fn fast_path_calls(&self) -> u64 {
-        self.fast_path_calls.get()
-    }
-}
-
-fn construct(model: Rc<Llama>) -> Box<dyn LanguageModel> {
-    Box::new(Qwen3_0_6b::new(model))
-}
-
-/// The registry entry of qwen3-0.6b: id, family, fingerprint, source folder, constructor.
-pub const IMPLEMENTATION: Implementation = Implementation {
+/// What the runtime needs of qwen3-0.6b: id, fingerprint, source folder, cache signatures,
+/// stages and the unrolled layers.
+pub static SPECIALIZATION: Specialization<Llama> = Specialization {
     id: "qwen3-0.6b-generated",
-    family: Family::Llama,
     fingerprint: FINGERPRINT,
     source: "generated/models/qwen3-0.6b",
-    construct: Constructor::Llama(construct),
+    cache_signatures: &CACHE_SIGNATURES,
+    stages: &STAGES,
+    forward_layers,
 };
+
+/// The registry entry.
+pub const IMPLEMENTATION: Implementation = SPECIALIZATION.implementation();

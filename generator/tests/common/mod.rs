@@ -68,9 +68,10 @@ pub fn texts(config: &Value, kv: Option<String>, facts: Option<&[bool]>) -> Sour
         config: serde_json::to_string_pretty(config).expect("json"),
         kv_config: kv,
         weight_facts: facts.map(|f| {
-            generator::source::facts_json(&runtime::plan::WeightFacts {
+            runtime::model::gemma4::plan::WeightFacts {
                 layer_scalar: f.to_vec(),
-            })
+            }
+            .to_json()
         }),
     }
 }

@@ -44,6 +44,7 @@ fn main() -> ExitCode {
             second_prefill: None,
             batch2: false,
             altered: true,
+            ..GateOptions::twins()
         }
     } else {
         GateOptions::twins()
@@ -55,6 +56,15 @@ fn main() -> ExitCode {
     opts.decode_steps = args.steps.or(opts.decode_steps);
     opts.batch2 = opts.batch2 && !args.no_batch2;
     opts.altered = !args.no_altered;
+    // The documented MLX_AOT_* execution options, read here at the program's edge.
+    opts.exec = match runtime::options::ExecOptions::from_env() {
+        Ok(exec) => exec,
+        Err(e) => {
+            eprintln!("error: {e}");
+            return ExitCode::FAILURE;
+        }
+    };
+    opts.self_check = std::env::var("MLX_AOT_GATE_SELF_CHECK").is_ok_and(|v| v != "0");
     let all = generated::implementations();
     let chosen: Vec<_> = all
         .iter()

@@ -13,14 +13,13 @@
 //! - [`geglu`]: `gelu_approx(g) * u`, one launch where the reference's compiled function
 //!   makes two (three for `gelu_approx` and a multiply), in either rounding ([`Gelu`]).
 //!
-//! Only generated code calls them, and only where [`enabled`]: the monolith keeps MLX's
-//! kernels, so the gate compares the fused path with the reference.
+//! The shared blocks call them where [`enabled`] for the model's options, in the
+//! single-token composition (generated decode steps).
 
 mod cuda;
 
 use std::cell::RefCell;
 use std::collections::HashMap;
-use std::sync::OnceLock;
 
 use mlx_rs::{Array, Dtype};
 
@@ -28,45 +27,26 @@ use cuda::{KernelSpec, Launch, Template, call};
 
 use crate::error::{Error, Result};
 use crate::nn::Rope;
+use crate::options::ExecOptions;
 
-/// Whether generated single-token steps use the fused kernels: when MLX's default device
-/// is a CUDA GPU, unless `MLX_AOT_FUSED_KERNELS=0`. [`set_enabled`] overrides per thread.
-pub fn enabled() -> bool {
-    if let Some(on) = OVERRIDE.with(|o| o.get()) {
-        return on;
-    }
-    static FROM_ENV: OnceLock<bool> = OnceLock::new();
-    let env_on =
-        *FROM_ENV.get_or_init(|| std::env::var("MLX_AOT_FUSED_KERNELS").map_or(true, |v| v != "0"));
-    env_on && crate::backend::cuda_default()
+/// Whether a model with `options` runs the fused kernels: when they ask for them and
+/// MLX's default device is a CUDA GPU (the only one they are written for).
+pub fn enabled(options: &ExecOptions) -> bool {
+    options.fused_kernels && crate::backend::cuda_default()
 }
 
-/// Whether every fused kernel call is also computed by the MLX ops it replaces and the
-/// outputs compared, differences printed to stderr (`MLX_AOT_FUSED_CHECK=1`): a
+/// Under `options.fused_check`, compares `fused` with what `reference` (the MLX ops the
+/// kernel replaces) computes, printing each output that differs under `label`: a
 /// diagnostic naming the kernel whose bytes differ on a device.
-pub fn check() -> bool {
-    static ON: OnceLock<bool> = OnceLock::new();
-    *ON.get_or_init(|| std::env::var("MLX_AOT_FUSED_CHECK").is_ok_and(|v| v != "0"))
-}
-
-/// Runs `f` with the fused kernels off on this thread (the reference side of [`check`]).
-pub fn without<T>(f: impl FnOnce() -> Result<T>) -> Result<T> {
-    let before = OVERRIDE.with(|o| o.replace(Some(false)));
-    let out = f();
-    OVERRIDE.with(|o| o.set(before));
-    out
-}
-
-/// Under [`check`], compares `fused` with what `reference` computes, printing each output
-/// that differs under `label`.
 pub fn compare(
     label: &str,
+    options: &ExecOptions,
     fused: &[Array],
     reference: impl FnOnce() -> Result<Vec<Array>>,
 ) -> Result<()> {
-    if check() {
+    if options.fused_check {
         static DONE: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
-        let want = without(reference)?;
+        let want = reference()?;
         crate::model::segments::check_stage(&format!("fused {label}"), fused, &want)?;
         let n = DONE.fetch_add(1, std::sync::atomic::Ordering::Relaxed) + 1;
         if n.is_power_of_two() {
@@ -76,14 +56,7 @@ pub fn compare(
     Ok(())
 }
 
-/// Forces [`enabled`] for this thread (`None` restores the default). The fused kernels
-/// run on CUDA only: forcing them on elsewhere makes MLX fail at evaluation.
-pub fn set_enabled(on: Option<bool>) {
-    OVERRIDE.with(|o| o.set(on));
-}
-
 thread_local! {
-    static OVERRIDE: std::cell::Cell<Option<bool>> = const { std::cell::Cell::new(None) };
     static POSITION: RefCell<Option<(i32, Array)>> = const { RefCell::new(None) };
     static CONSTANTS: RefCell<HashMap<(Dtype, Constant), Array>> = RefCell::new(HashMap::new());
 }
@@ -429,8 +402,8 @@ mod tests {
 
     #[test]
     fn the_cpu_runs_the_reference_ops_and_refuses_a_fused_kernel() {
-        // The tests run on the CPU build of MLX: no fused kernels by default...
-        assert!(!enabled());
+        // The tests run on the CPU build of MLX: no fused kernels, whatever the options...
+        assert!(!enabled(&ExecOptions::default()));
         // ...and one called anyway is an error naming it, not a crash.
         let g = Array::from_slice(&[0.5f32, -1.0, 2.0], &[1, 1, 3]);
         let err = geglu(&g, &g, Gelu::Geglu)
@@ -440,12 +413,6 @@ mod tests {
             })
             .expect_err("a CUDA kernel on the CPU");
         assert!(err.to_string().contains("mlx_aot_geglu"), "{err}");
-        // Forcing them on is per thread and reversible.
-        set_enabled(Some(true));
-        assert!(enabled());
-        assert!(!without(|| Ok(enabled())).unwrap());
-        set_enabled(None);
-        assert!(!enabled());
     }
 
     #[test]

@@ -22,11 +22,10 @@
 //! points. Single-token steps (decode) are left as one graph: they matched in every gate
 //! run, and a barrier there would cost a host round trip per layer.
 
-use std::sync::OnceLock;
-
 use mlx_rs::Array;
 
 use crate::error::Result;
+use crate::options::ExecOptions;
 
 /// Where a multi-token forward pass is evaluated before it goes on.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -52,34 +51,14 @@ pub enum FeedForward {
     WithMoe,
 }
 
-/// The barrier in force for a model whose feed-forward is `ffn`: [`set`]'s choice for
-/// this thread if any, else `MLX_AOT_LAYER_BARRIER` (`0` off, `1` layers, `2` layers and
-/// attention), else [`Barrier::LayersAndAttention`] for a model with MoE layers where the
-/// default device is a CUDA GPU, and [`Barrier::Off`] otherwise.
-pub fn for_model(ffn: FeedForward) -> Barrier {
-    static FROM_ENV: OnceLock<Option<Barrier>> = OnceLock::new();
-    let chosen = OVERRIDE.with(|o| o.get()).or_else(|| {
-        *FROM_ENV.get_or_init(|| match std::env::var("MLX_AOT_LAYER_BARRIER").as_deref() {
-            Ok("0") => Some(Barrier::Off),
-            Ok("1") => Some(Barrier::Layers),
-            Ok("2") => Some(Barrier::LayersAndAttention),
-            _ => None,
-        })
-    });
-    chosen.unwrap_or(match ffn {
+/// The barrier in force for a model whose feed-forward is `ffn` under `options`: their
+/// [`ExecOptions::barrier`] if set, else [`Barrier::LayersAndAttention`] for a model with
+/// MoE layers where the default device is a CUDA GPU, and [`Barrier::Off`] otherwise.
+pub fn for_model(ffn: FeedForward, options: &ExecOptions) -> Barrier {
+    options.barrier.unwrap_or(match ffn {
         FeedForward::WithMoe if crate::backend::cuda_default() => Barrier::LayersAndAttention,
         _ => Barrier::Off,
     })
-}
-
-/// Sets the barrier for this thread, or `None` back to the environment's and each
-/// model's choice. The tests use it to show the barrier leaves the bits alone.
-pub fn set(barrier: Option<Barrier>) {
-    OVERRIDE.with(|o| o.set(barrier));
-}
-
-thread_local! {
-    static OVERRIDE: std::cell::Cell<Option<Barrier>> = const { std::cell::Cell::new(None) };
 }
 
 /// The end of a layer whose output residual stream is `h` `[B, L, H]`: evaluated when

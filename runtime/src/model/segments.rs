@@ -17,6 +17,7 @@ use mlx_rs::Array;
 use mlx_rs::error::Exception;
 
 use crate::error::{Error, Result};
+use crate::options::ExecOptions;
 
 /// Which stages of a generated model's single-token steps run compiled.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -30,53 +31,25 @@ pub enum CompiledStages {
     All,
 }
 
-/// Which stages generated models compile: on the CPU all of them; on a GPU those before
-/// attention. On MLX 0.32.2 CUDA the compiled stages after attention (output
-/// projection, feed-forward) round differently from the same ops run one by one
-/// (`MLX_AOT_STAGE_CHECK=1` showed up to 0.03 on bf16 activations, growing to whole
-/// logits apart over 40 layers), while the embedding, pre-attention and head stages
-/// matched byte for byte. `MLX_AOT_COMPILED_DECODE` overrides: `0` none, `pre`
-/// before attention, `all` every stage, `1` this device's default set.
-pub fn compiled_stages() -> CompiledStages {
-    let device_default = || {
-        if crate::backend::cpu_default() {
-            CompiledStages::All
-        } else {
-            CompiledStages::BeforeAttention
-        }
-    };
-    match COMPILED_DECODE.with(|c| c.get()) {
-        Some(false) => return CompiledStages::None,
-        Some(true) => return device_default(),
-        None => {}
+/// Which stages generated models compile by default on this device: on the CPU all of
+/// them; on a GPU those before attention. On MLX 0.32.2 CUDA the compiled stages after
+/// attention (output projection, feed-forward) round differently from the same ops run
+/// one by one ([`ExecOptions::stage_check`] showed up to 0.03 on bf16 activations,
+/// growing to whole logits apart over 40 layers), while the embedding, pre-attention and
+/// head stages matched byte for byte.
+pub fn device_default_stages() -> CompiledStages {
+    if crate::backend::cpu_default() {
+        CompiledStages::All
+    } else {
+        CompiledStages::BeforeAttention
     }
-    static FROM_ENV: std::sync::OnceLock<Option<CompiledStages>> = std::sync::OnceLock::new();
-    let from_env =
-        FROM_ENV.get_or_init(
-            || match std::env::var("MLX_AOT_COMPILED_DECODE").as_deref() {
-                Ok("0") => Some(CompiledStages::None),
-                Ok("pre") => Some(CompiledStages::BeforeAttention),
-                Ok("all") => Some(CompiledStages::All),
-                _ => None,
-            },
-        );
-    from_env.unwrap_or_else(device_default)
 }
 
-/// Sets whether single-token steps compile (for this thread): `Some(true)` this device's
-/// default set of stages, `Some(false)` none, `None` back to the environment's choice.
-/// The benchmark uses it to measure both.
-pub fn set_compiled_decode(on: Option<bool>) {
-    COMPILED_DECODE.with(|c| c.set(on));
-}
-
-/// Whether any stage of single-token steps compiles (see [`compiled_stages`]).
-pub fn compiled_decode() -> bool {
-    compiled_stages() != CompiledStages::None
-}
-
-thread_local! {
-    static COMPILED_DECODE: std::cell::Cell<Option<bool>> = const { std::cell::Cell::new(None) };
+/// Which stages a model with `options` compiles: theirs, else this device's default.
+pub fn compiled_stages(options: &ExecOptions) -> CompiledStages {
+    options
+        .compiled_stages
+        .unwrap_or_else(device_default_stages)
 }
 
 /// A stage: `(model, layer, inputs) -> outputs`.
@@ -105,13 +78,19 @@ impl<M> std::fmt::Debug for LayerStages<M> {
 }
 
 /// A model whose steps have an embedding and a head stage besides the layers'.
-pub trait Staged: Sized + 'static {
+pub trait Staged: crate::family::FamilyModel + Sized {
+    /// The family's id.
+    const FAMILY: crate::plan::FamilyId;
     /// `[tokens] -> [h, ...]`: the embedding and whatever every layer reads with it.
     const EMBED: StageFn<Self>;
     /// `[h] -> [logits]`.
     const HEAD: StageFn<Self>;
-    /// Where this model's multi-token passes are evaluated before they go on.
-    fn barrier(&self) -> crate::model::barrier::Barrier;
+    /// The family's monolith: the fallback of a generated model off its fast path.
+    fn monolith_forward(
+        &self,
+        tokens: &Array,
+        caches: &mut [crate::cache::AnyCache],
+    ) -> Result<Array>;
 }
 
 type Compiled = Box<dyn FnMut(&[Array]) -> std::result::Result<Vec<Array>, Exception>>;
@@ -223,7 +202,7 @@ pub fn run_stage_vec<M: Staged>(
             let out = seg
                 .ok_or_else(|| Error::Unsupported(format!("no compiled segment for layer {i}")))?
                 .call(&args)?;
-            if stage_check() {
+            if m.options().stage_check {
                 check_stage(&format!("layer {i} {stage:?}"), &out, &f(m, i, &args)?)?;
             }
             out
@@ -245,14 +224,19 @@ pub fn run_stage_vec<M: Staged>(
     Ok(out)
 }
 
-/// Whether a model with activations of `dtype` compiles its single-token steps: when
-/// [`compiled_decode`] is on and the activations are 16-bit. With float32 activations
-/// (float32 checkpoints; MLX's CPU `gather_mm` takes nothing else), the compiled
-/// post-attention stage of Gemma 4's MoE layers rounds differently from the unfused
-/// reference, which the parity gate shows; such models run their straight-line code
-/// without compiling.
-pub fn compiles_with(dtype: mlx_rs::Dtype) -> bool {
-    compiled_decode() && matches!(dtype, mlx_rs::Dtype::Bfloat16 | mlx_rs::Dtype::Float16)
+/// Whether model `m` compiles its single-token steps: when its options compile any stage
+/// and its activations are 16-bit. With float32 activations (float32 checkpoints; MLX's
+/// CPU `gather_mm` takes nothing else), the compiled post-attention stage of Gemma 4's MoE
+/// layers rounds differently from the unfused reference, which the parity gate shows;
+/// such models run their straight-line code without compiling.
+pub fn compiles<M: Staged>(m: &M) -> bool {
+    compiles_with(m.options(), m.dtype())
+}
+
+/// [`compiles`] for a model with `options` and activations of `dtype`.
+pub fn compiles_with(options: &ExecOptions, dtype: mlx_rs::Dtype) -> bool {
+    compiled_stages(options) != CompiledStages::None
+        && matches!(dtype, mlx_rs::Dtype::Bfloat16 | mlx_rs::Dtype::Float16)
 }
 
 /// The embedding stage of a step over `tokens`: compiled when `segments` is given (then
@@ -298,7 +282,7 @@ pub fn head<M: Staged>(m: &M, segments: Option<&mut DecodeSegments>, h: &Array) 
 
 /// Runs the embedding (`segment` set) or head stage compiled, checking it against the
 /// direct run under [`stage_check`].
-fn run_compiled<M>(
+fn run_compiled<M: Staged>(
     m: &M,
     name: &str,
     segment: &mut Segment,
@@ -306,18 +290,10 @@ fn run_compiled<M>(
     args: &[Array],
 ) -> Result<Vec<Array>> {
     let out = segment.call(args)?;
-    if stage_check() {
+    if m.options().stage_check {
         check_stage(name, &out, &f(m, 0, args)?)?;
     }
     Ok(out)
-}
-
-/// Whether every compiled stage is also run eagerly on the same inputs and the outputs
-/// compared (`MLX_AOT_STAGE_CHECK=1`): a diagnostic for backends whose compiled kernels
-/// disagree with their unfused ones, naming the first stage that differs.
-pub fn stage_check() -> bool {
-    static ON: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
-    *ON.get_or_init(|| std::env::var("MLX_AOT_STAGE_CHECK").is_ok_and(|v| v != "0"))
 }
 
 /// Compares a compiled stage's outputs with the eager ones, printing each output that

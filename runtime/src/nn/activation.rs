@@ -4,34 +4,15 @@
 //! `logit_softcap` (`tanh(x / cap) * cap`) through `mx.compile(shapeless=True)`. Compiled,
 //! each is one fused kernel instead of up to ten, and it rounds as the reference's fused
 //! kernel does on every backend (on the CPU the fused and the op-by-op forms agree; on
-//! CUDA they need not). The op-by-op forms stay available: `MLX_AOT_COMPILED_ACTIVATIONS=0`
-//! or [`set_compiled_activations`] selects them, as `mx.disable_compile()` does for the
-//! reference.
-
-use std::cell::Cell;
+//! CUDA they need not). The op-by-op forms stay available: `compiled = false`
+//! ([`crate::options::ExecOptions::compiled_activations`]) selects them, as
+//! `mx.disable_compile()` does for the reference.
 
 use mlx_rs::Array;
 
 use crate::error::Result;
-use crate::nn::compiled::{EnvSwitch, call};
+use crate::nn::compiled::call;
 use crate::nn::scalar;
-
-thread_local! {
-    static SWITCH: Cell<Option<bool>> = const { Cell::new(None) };
-}
-
-static FROM_ENV: EnvSwitch = EnvSwitch::new("MLX_AOT_COMPILED_ACTIVATIONS");
-
-/// Forces the compiled activations on or off for this thread; `None` restores the
-/// default (on, unless `MLX_AOT_COMPILED_ACTIVATIONS=0`).
-pub fn set_compiled_activations(on: Option<bool>) {
-    SWITCH.with(|s| s.set(on));
-}
-
-/// Whether the activations run through their compiled functions.
-pub fn compiled_activations() -> bool {
-    SWITCH.with(|s| s.get()).unwrap_or_else(|| FROM_ENV.on())
-}
 
 /// `0.5 * x * (1 + tanh(sqrt(2/pi) * (x + 0.044715 * x**3)))`, in that grouping, with
 /// weak scalars and `power(x, 3)` (gemma4.md §3.8), op by op.
@@ -54,25 +35,25 @@ pub fn logit_softcap_eager(x: &Array, cap: f64) -> Result<Array> {
     scalar::mul(&t, cap)
 }
 
-/// mlx's `gelu_approx` (compiled unless switched off).
-pub fn gelu_approx(x: &Array) -> Result<Array> {
-    if !compiled_activations() {
+/// mlx's `gelu_approx`, compiled when `compiled`.
+pub fn gelu_approx(x: &Array, compiled: bool) -> Result<Array> {
+    if !compiled {
         return gelu_approx_eager(x);
     }
     call(("gelu_approx", 0), &[x], |a| gelu_approx_eager(&a[0]))
 }
 
-/// mlx-lm's `geglu`: `gelu_approx(gate) * x` (compiled unless switched off).
-pub fn geglu(gate: &Array, x: &Array) -> Result<Array> {
-    if !compiled_activations() {
+/// mlx-lm's `geglu`: `gelu_approx(gate) * x`, compiled when `compiled`.
+pub fn geglu(gate: &Array, x: &Array, compiled: bool) -> Result<Array> {
+    if !compiled {
         return geglu_eager(gate, x);
     }
     call(("geglu", 0), &[gate, x], |a| geglu_eager(&a[0], &a[1]))
 }
 
-/// mlx-lm's `logit_softcap(cap, x)` (compiled unless switched off).
-pub fn logit_softcap(x: &Array, cap: f64) -> Result<Array> {
-    if !compiled_activations() {
+/// mlx-lm's `logit_softcap(cap, x)`, compiled when `compiled`.
+pub fn logit_softcap(x: &Array, cap: f64, compiled: bool) -> Result<Array> {
+    if !compiled {
         return logit_softcap_eager(x, cap);
     }
     // The cap is a constant of the compiled function: one function per cap.
@@ -101,13 +82,12 @@ mod tests {
             .unwrap()
             .as_dtype(mlx_rs::Dtype::Bfloat16)
             .unwrap();
-        set_compiled_activations(Some(true));
         let compiled = [
-            gelu_approx(&x).unwrap(),
-            geglu(&x, &y).unwrap(),
-            logit_softcap(&x, 30.0).unwrap(),
+            gelu_approx(&x, true).unwrap(),
+            geglu(&x, &y, true).unwrap(),
+            logit_softcap(&x, 30.0, true).unwrap(),
             // A second shape through the same shapeless functions.
-            gelu_approx(&x.reshape(&[257, 3]).unwrap()).unwrap(),
+            gelu_approx(&x.reshape(&[257, 3]).unwrap(), true).unwrap(),
         ];
         let eager = [
             gelu_approx_eager(&x).unwrap(),
@@ -115,15 +95,12 @@ mod tests {
             logit_softcap_eager(&x, 30.0).unwrap(),
             gelu_approx_eager(&x.reshape(&[257, 3]).unwrap()).unwrap(),
         ];
-        set_compiled_activations(None);
         for (i, (c, e)) in compiled.iter().zip(&eager).enumerate() {
             assert_eq!(c.shape(), e.shape(), "activation {i}");
             assert_eq!(bits(c), bits(e), "activation {i}");
         }
         // The softcap is keyed by its cap: another cap is another function.
-        set_compiled_activations(Some(true));
-        let other = logit_softcap(&x, 10.0).unwrap();
-        set_compiled_activations(None);
+        let other = logit_softcap(&x, 10.0, true).unwrap();
         assert_eq!(bits(&other), bits(&logit_softcap_eager(&x, 10.0).unwrap()));
         assert_ne!(bits(&other), bits(&compiled[2]));
     }

@@ -1,9 +1,8 @@
 //! Functions compiled once per thread (mlx `compile`, shapeless), as the reference
-//! compiles its activations, and the switches that turn them off.
+//! compiles its activations.
 
 use std::cell::RefCell;
 use std::collections::HashMap;
-use std::sync::OnceLock;
 
 use mlx_rs::Array;
 use mlx_rs::error::Exception;
@@ -41,27 +40,4 @@ pub fn call(
             .pop()
             .ok_or_else(|| Error::Unsupported(format!("the compiled {} returned nothing", key.0)))
     })
-}
-
-/// A switch read once from the environment: on unless the variable is `0`.
-pub struct EnvSwitch {
-    var: &'static str,
-    value: OnceLock<bool>,
-}
-
-impl EnvSwitch {
-    /// The switch of environment variable `var`.
-    pub const fn new(var: &'static str) -> Self {
-        EnvSwitch {
-            var,
-            value: OnceLock::new(),
-        }
-    }
-
-    /// Whether it is on.
-    pub fn on(&self) -> bool {
-        *self
-            .value
-            .get_or_init(|| std::env::var(self.var).map_or(true, |v| v != "0"))
-    }
 }

@@ -17,6 +17,7 @@ use mlx_rs::Array;
 
 use crate::error::Result;
 use crate::nn::fused::FusedProjection;
+use crate::options::ExecOptions;
 
 /// Which composition a block uses.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -35,9 +36,10 @@ impl Composition {
     }
 
     /// Whether a step of `len` tokens per sequence runs the fused CUDA kernels
-    /// ([`crate::kernels`]): the single-token form on a device that has them.
-    pub fn fused_kernels(self, len: i32) -> bool {
-        self.single(len) && crate::kernels::enabled()
+    /// ([`crate::kernels`]): the single-token form, where `options` ask for them on a
+    /// device that has them.
+    pub fn fused_kernels(self, len: i32, options: &ExecOptions) -> bool {
+        self.single(len) && crate::kernels::enabled(options)
     }
 
     /// The fused projection to use for input `x` `[B, L, H]`, if any.

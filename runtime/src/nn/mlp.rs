@@ -7,6 +7,7 @@ use crate::nn::activation::geglu;
 use crate::nn::composition::Composition;
 use crate::nn::fused::{FusedProjection, products};
 use crate::nn::linear::Linear;
+use crate::options::ExecOptions;
 
 /// The dense GeGLU MLP.
 #[derive(Debug, Clone)]
@@ -23,28 +24,34 @@ pub struct Mlp {
 }
 
 impl Mlp {
-    /// `down(geglu(gate(x), up(x)))`.
-    pub fn forward(&self, x: &Array) -> Result<Array> {
-        self.forward_with(x, Composition::Reference)
+    /// `down(geglu(gate(x), up(x)))`, the activation as `options` say.
+    pub fn forward(&self, x: &Array, options: &ExecOptions) -> Result<Array> {
+        self.forward_with(x, Composition::Reference, options)
     }
 
     /// [`Mlp::forward`], with gate and up from the fused matmul where `composition`
     /// picks it, and the activation as one fused CUDA kernel where it runs them.
-    pub fn forward_with(&self, x: &Array, composition: Composition) -> Result<Array> {
+    pub fn forward_with(
+        &self,
+        x: &Array,
+        composition: Composition,
+        options: &ExecOptions,
+    ) -> Result<Array> {
         let [g, u] = products(
             [&self.gate, &self.up],
             self.gate_up.as_ref(),
             x,
             composition,
         )?;
-        let a = if x.ndim() == 3 && composition.fused_kernels(x.dim(1)) {
+        let compiled = options.compiled_activations;
+        let a = if x.ndim() == 3 && composition.fused_kernels(x.dim(1), options) {
             let y = crate::kernels::geglu(&g, &u, crate::kernels::Gelu::Geglu)?;
-            crate::kernels::compare("MLP geglu", std::slice::from_ref(&y), || {
-                Ok(vec![geglu(&g, &u)?])
+            crate::kernels::compare("MLP geglu", options, std::slice::from_ref(&y), || {
+                Ok(vec![geglu(&g, &u, compiled)?])
             })?;
             y
         } else {
-            geglu(&g, &u)?
+            geglu(&g, &u, compiled)?
         };
         self.down.forward(&a)
     }

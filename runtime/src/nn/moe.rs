@@ -88,14 +88,21 @@ impl Moe {
         Ok((idx, mlx_rs::ops::multiply(&top, &scale)?))
     }
 
-    /// `sum_k w_k * expert_k(x)` (SwitchGLU with GeGLU), for `x` the pre-normed input.
-    pub fn experts(&self, x: &Array, idx: &Array, weights: &Array) -> Result<Array> {
+    /// `sum_k w_k * expert_k(x)` (SwitchGLU with GeGLU, compiled when `compiled`), for
+    /// `x` the pre-normed input.
+    pub fn experts(
+        &self,
+        x: &Array,
+        idx: &Array,
+        weights: &Array,
+        compiled: bool,
+    ) -> Result<Array> {
         let w = weights.expand_dims(-1)?;
-        let y = self.switch_glu(x, idx)?;
+        let y = self.switch_glu(x, idx, compiled)?;
         Ok(mlx_rs::ops::multiply(&w, &y)?.sum_axis(-2, None)?)
     }
 
-    fn switch_glu(&self, x: &Array, indices: &Array) -> Result<Array> {
+    fn switch_glu(&self, x: &Array, indices: &Array, compiled: bool) -> Result<Array> {
         let x = x.expand_dims_axes(&[-2, -3])?;
         // Many pairs: sort them so each expert's rows are contiguous.
         let sort = indices.size() >= 64;
@@ -113,7 +120,9 @@ impl Moe {
         };
         let up = self.up.forward(&x, &idx, sort)?;
         let gate = self.gate.forward(&x, &idx, sort)?;
-        let mut y = self.down.forward(&geglu(&gate, &up)?, &idx, sort)?;
+        let mut y = self
+            .down
+            .forward(&geglu(&gate, &up, compiled)?, &idx, sort)?;
         if let Some(inv) = inv {
             y = y.take_axis(&inv, 0)?;
             y = mlx_rs::ops::unflatten(&y, 0, indices.shape())?;

@@ -3,8 +3,27 @@
 
 use mlx_rs::{Array, Dtype};
 
-use crate::config::RopeParams;
 use crate::error::Result;
+
+/// How a layer rotates its queries and keys, as a config describes it.
+#[derive(Debug, Clone, PartialEq)]
+pub enum RopeParams {
+    /// `default`: `fast::rope` with `base = theta` over all D dims.
+    Default {
+        /// rope_theta.
+        theta: f64,
+    },
+    /// `proportional`: a period table over `int(D * partial_rotary_factor)` dims, the rest
+    /// infinite (gemma4.md §3.6).
+    Proportional {
+        /// rope_theta.
+        theta: f64,
+        /// partial_rotary_factor.
+        partial_rotary_factor: f64,
+        /// factor, when the config gives one.
+        factor: Option<f64>,
+    },
+}
 
 /// A layer type's RoPE, ready to apply.
 #[derive(Debug, Clone)]

@@ -2,36 +2,17 @@
 //! function (shapeless, so the same function at every sequence length), as mlx-lm's
 //! `@partial(mx.compile, shapeless=True) swiglu` computes it; eager on request.
 //!
-//! The switch: `MLX_AOT_COMPILED_SWIGLU=0` runs the eager ops (`gate * sigmoid(gate)`,
-//! then `* up`), and [`set_compiled_swiglu`] overrides it for this thread. The
-//! reference's counterpart is MLX's own compile switch (`mx.disable_compile()`).
-
-use std::cell::Cell;
+//! The switch: [`crate::options::ExecOptions::compiled_swiglu`] off runs the eager ops
+//! (`gate * sigmoid(gate)`, then `* up`). The reference's counterpart is MLX's own
+//! compile switch (`mx.disable_compile()`).
 
 use mlx_rs::Array;
 
 use crate::error::Result;
-use crate::nn::compiled::{EnvSwitch, call};
+use crate::nn::compiled::call;
 use crate::nn::composition::Composition;
 use crate::nn::fused::{FusedProjection, products};
 use crate::nn::linear::Linear;
-
-thread_local! {
-    static SWITCH: Cell<Option<bool>> = const { Cell::new(None) };
-}
-
-static FROM_ENV: EnvSwitch = EnvSwitch::new("MLX_AOT_COMPILED_SWIGLU");
-
-/// Forces the compiled SwiGLU on or off for this thread; `None` restores the default
-/// (on, unless `MLX_AOT_COMPILED_SWIGLU=0`).
-pub fn set_compiled_swiglu(on: Option<bool>) {
-    SWITCH.with(|s| s.set(on));
-}
-
-/// Whether SwiGLU runs through its compiled function.
-pub fn compiled_swiglu() -> bool {
-    SWITCH.with(|s| s.get()).unwrap_or_else(|| FROM_ENV.on())
-}
 
 /// `silu(gate) * up` with `silu(x) = x * sigmoid(x)`, op by op.
 pub fn swiglu_eager(gate: &Array, up: &Array) -> Result<Array> {
@@ -39,9 +20,9 @@ pub fn swiglu_eager(gate: &Array, up: &Array) -> Result<Array> {
     Ok(mlx_rs::ops::multiply(&silu, up)?)
 }
 
-/// `silu(gate) * up`: the compiled function when [`compiled_swiglu`], else eager.
-pub fn swiglu(gate: &Array, up: &Array) -> Result<Array> {
-    if !compiled_swiglu() {
+/// `silu(gate) * up`: the compiled function when `compiled`, else eager.
+pub fn swiglu(gate: &Array, up: &Array, compiled: bool) -> Result<Array> {
+    if !compiled {
         return swiglu_eager(gate, up);
     }
     call(("swiglu", 0), &[gate, up], |a| swiglu_eager(&a[0], &a[1]))
@@ -62,21 +43,26 @@ pub struct SwiGlu {
 }
 
 impl SwiGlu {
-    /// `down(swiglu(gate(x), up(x)))`.
-    pub fn forward(&self, x: &Array) -> Result<Array> {
-        self.forward_with(x, Composition::Reference)
+    /// `down(swiglu(gate(x), up(x)))`, the activation compiled when `compiled`.
+    pub fn forward(&self, x: &Array, compiled: bool) -> Result<Array> {
+        self.forward_with(x, Composition::Reference, compiled)
     }
 
     /// [`SwiGlu::forward`], with gate and up from the fused matmul where `composition`
     /// picks it.
-    pub fn forward_with(&self, x: &Array, composition: Composition) -> Result<Array> {
+    pub fn forward_with(
+        &self,
+        x: &Array,
+        composition: Composition,
+        compiled: bool,
+    ) -> Result<Array> {
         let [g, u] = products(
             [&self.gate, &self.up],
             self.gate_up.as_ref(),
             x,
             composition,
         )?;
-        self.down.forward(&swiglu(&g, &u)?)
+        self.down.forward(&swiglu(&g, &u, compiled)?)
     }
 
     /// Fuses gate and up (see [`FusedProjection::fuse`]); a no-op for float weights.

@@ -205,6 +205,14 @@ impl Catalog {
             .sum()
     }
 
+    /// Bytes of one activation element of these weights: the float type of the
+    /// embedding table (or of its scales, when quantized), as the loaders decide it.
+    pub fn activation_dtype_bytes(&self) -> u64 {
+        self.get("embed_tokens.scales")
+            .or_else(|| self.get("embed_tokens.weight"))
+            .map_or(2, |e| e.info.dtype.size())
+    }
+
     /// Total bytes of the named tensors' data.
     pub fn bytes_of<'a>(&self, names: impl IntoIterator<Item = &'a str>) -> u64 {
         names

@@ -275,26 +275,34 @@ pub fn attention_residual(
     o: &Array,
     composition: Composition,
 ) -> Result<(Array, Array)> {
-    if h.ndim() == 3 && composition.fused_kernels(h.dim(1)) {
+    let ops = || -> Result<(Array, Array)> {
+        let h = attention_out(m, w, h, o, composition)?;
+        let f = rms_norm(&h, Some(&w.pre_ffn_norm), m.eps)?;
+        Ok((h, f))
+    };
+    if h.ndim() == 3 && composition.fused_kernels(h.dim(1), &m.options) {
         let a = w.attn.o_proj.forward(&composition.merge_heads(o)?)?;
         let (h_out, f) =
             kernels::residual(h, &a, &w.post_attn_norm, None, Some(&w.pre_ffn_norm), m.eps)?;
         let f = f.ok_or_else(|| Error::Unsupported("a fused residual without its norm".into()))?;
-        kernels::compare("attention residual", &[h_out.clone(), f.clone()], || {
-            let (h, f) = attention_residual(m, w, h, o, composition)?;
-            Ok(vec![h, f])
-        })?;
+        kernels::compare(
+            "attention residual",
+            &m.options,
+            &[h_out.clone(), f.clone()],
+            || {
+                let (h, f) = ops()?;
+                Ok(vec![h, f])
+            },
+        )?;
         return Ok((h_out, f));
     }
-    let h = attention_out(m, w, h, o, composition)?;
-    let f = rms_norm(&h, Some(&w.pre_ffn_norm), m.eps)?;
-    Ok((h, f))
+    ops()
 }
 
 /// The dense MLP of `f` (the normed input [`attention_residual`] gives) before its
 /// post-norm: what [`dense_ffn_delta`] normalizes.
-pub fn ffn_raw(w: &LayerWeights, f: &Array, composition: Composition) -> Result<Array> {
-    w.mlp.forward_with(f, composition)
+pub fn ffn_raw(m: &Gemma4, w: &LayerWeights, f: &Array, composition: Composition) -> Result<Array> {
+    w.mlp.forward_with(f, composition, &m.options)
 }
 
 /// [`dense_ffn`] from `h` and its normed input `f`: `h + post_feedforward_layernorm(mlp(f))`.
@@ -305,25 +313,35 @@ pub fn ffn_residual(
     f: &Array,
     composition: Composition,
 ) -> Result<Array> {
-    let d = rms_norm(&ffn_raw(w, f, composition)?, Some(&w.post_ffn_norm), m.eps)?;
+    let d = rms_norm(
+        &ffn_raw(m, w, f, composition)?,
+        Some(&w.post_ffn_norm),
+        m.eps,
+    )?;
     Ok(mlx_rs::ops::add(h, &d)?)
 }
 
 /// The per-layer-input branch before its post-norm: `proj(gelu(gate(h)) * pli)`; with
 /// [`Composition::fused_kernels`], the activation and product as one fused kernel.
 pub fn per_layer_raw(
+    m: &Gemma4,
     w: &PleWeights,
     h: &Array,
     pli: &Array,
     composition: Composition,
 ) -> Result<Array> {
     let g = w.gate.forward(h)?;
-    let reference = || -> Result<Array> { Ok(mlx_rs::ops::multiply(gelu_approx(&g)?, pli)?) };
-    let g = if h.ndim() == 3 && composition.fused_kernels(h.dim(1)) {
+    let compiled = m.options.compiled_activations;
+    let reference =
+        || -> Result<Array> { Ok(mlx_rs::ops::multiply(gelu_approx(&g, compiled)?, pli)?) };
+    let g = if h.ndim() == 3 && composition.fused_kernels(h.dim(1), &m.options) {
         let y = kernels::geglu(&g, pli, kernels::Gelu::GeluThenMultiply)?;
-        kernels::compare("per-layer geglu", std::slice::from_ref(&y), || {
-            Ok(vec![reference()?])
-        })?;
+        kernels::compare(
+            "per-layer geglu",
+            &m.options,
+            std::slice::from_ref(&y),
+            || Ok(vec![reference()?]),
+        )?;
         y
     } else {
         reference()?
@@ -345,12 +363,19 @@ pub fn layer_end(
     scalar: Option<&Array>,
     composition: Composition,
 ) -> Result<Vec<Array>> {
-    if h.ndim() == 3 && composition.fused_kernels(h.dim(1)) {
+    let ops = || -> Result<Array> {
+        let d = rms_norm(d, Some(norm), m.eps)?;
+        Ok(match scalar {
+            Some(s) => scaled_residual(h, &d, s, composition)?,
+            None => mlx_rs::ops::add(h, &d)?,
+        })
+    };
+    if h.ndim() == 3 && composition.fused_kernels(h.dim(1), &m.options) {
         let next = m.weights.layers.get(i + 1).map(|w| &w.input_norm);
         let (h_out, x) = kernels::residual(h, d, norm, scalar, next, m.eps)?;
         let out: Vec<Array> = std::iter::once(h_out).chain(x).collect();
-        kernels::compare(&format!("layer end {i}"), &out, || {
-            let mut want = layer_end(m, i, h, d, norm, scalar, composition)?;
+        kernels::compare(&format!("layer end {i}"), &m.options, &out, || {
+            let mut want = vec![ops()?];
             if let Some(w) = next {
                 let x = rms_norm(&want[0], Some(w), m.eps)?;
                 want.push(x);
@@ -359,11 +384,7 @@ pub fn layer_end(
         })?;
         return Ok(out);
     }
-    let d = rms_norm(d, Some(norm), m.eps)?;
-    Ok(vec![match scalar {
-        Some(s) => scaled_residual(h, &d, s, composition)?,
-        None => mlx_rs::ops::add(h, &d)?,
-    }])
+    Ok(vec![ops()?])
 }
 
 /// Layer `i`'s attention inputs for one token with the fused kernel: q (and for a layer
@@ -413,7 +434,7 @@ pub fn fused_attention_inputs(
         offset,
         eps: m.eps,
     })?;
-    kernels::compare("attention inputs", &out, || {
+    kernels::compare("attention inputs", &m.options, &out, || {
         let q = queries(m, w, x, head_dim, Composition::SingleToken)?;
         let mut want = vec![rotation.apply(&q, offset)?];
         if own_kv {
@@ -457,7 +478,11 @@ pub fn dense_ffn_delta(
     composition: Composition,
 ) -> Result<Array> {
     let f = rms_norm(h, Some(&w.pre_ffn_norm), m.eps)?;
-    rms_norm(&ffn_raw(w, &f, composition)?, Some(&w.post_ffn_norm), m.eps)
+    rms_norm(
+        &ffn_raw(m, w, &f, composition)?,
+        Some(&w.post_ffn_norm),
+        m.eps,
+    )
 }
 
 /// The MoE feed-forward block: the dense MLP and the experts in parallel from the same
@@ -485,11 +510,13 @@ pub fn moe_ffn_delta(
     composition: Composition,
 ) -> Result<Array> {
     let f1 = rms_norm(h, Some(&w.pre_ffn_norm), m.eps)?;
-    let f1 = w.mlp.forward_with(&f1, composition)?;
+    let f1 = w.mlp.forward_with(&f1, composition, &m.options)?;
     let f1 = rms_norm(&f1, Some(&moe.post_ffn_norm_1), m.eps)?;
     let (idx, weights) = moe.moe.route(h, m.eps)?;
     let f2 = rms_norm(h, Some(&moe.pre_ffn_norm_2), m.eps)?;
-    let f2 = moe.moe.experts(&f2, &idx, &weights)?;
+    let f2 = moe
+        .moe
+        .experts(&f2, &idx, &weights, m.options.compiled_activations)?;
     let f2 = rms_norm(&f2, Some(&moe.post_ffn_norm_2), m.eps)?;
     let f = mlx_rs::ops::add(&f1, &f2)?;
     rms_norm(&f, Some(&w.post_ffn_norm), m.eps)
@@ -502,7 +529,7 @@ pub fn per_layer_gate(m: &Gemma4, w: &PleWeights, h: &Array, pli: &Array) -> Res
 
 /// What [`per_layer_gate`] adds to `h`.
 pub fn per_layer_delta(m: &Gemma4, w: &PleWeights, h: &Array, pli: &Array) -> Result<Array> {
-    let g = per_layer_raw(w, h, pli, Composition::Reference)?;
+    let g = per_layer_raw(m, w, h, pli, Composition::Reference)?;
     rms_norm(&g, Some(&w.post_norm), m.eps)
 }
 
@@ -540,7 +567,7 @@ pub fn head(m: &Gemma4, h: &Array) -> Result<Array> {
     };
     match m.config.final_logit_softcapping {
         None => Ok(logits),
-        Some(cap) => logit_softcap(&logits, cap),
+        Some(cap) => logit_softcap(&logits, cap, m.options.compiled_activations),
     }
 }
 

@@ -1,24 +1,33 @@
-//! Gemma 4 text: the loaded model ([`Gemma4`]), its building blocks and the monolith.
+//! Gemma 4 text: its config, plan, weights, building blocks, monolith, the step generated
+//! code runs, synthetic twins, and the family's trait implementations.
 
 pub mod blocks;
+pub mod config;
+pub mod family;
 pub mod monolith;
+pub mod plan;
 pub mod step;
+pub mod synth;
 pub mod weights;
 
-use std::path::Path;
+pub use config::{Gemma4Config, MoeConfig};
+pub use family::{FAMILY, MONOLITH_ID};
 
 use crate::cache::{AnyCache, CacheGeometry};
-use crate::config::{Gemma4Config, LayerType};
+use crate::config::LayerType;
 use crate::error::{Error, Result};
 use crate::kv_layout::KvLayout;
 use crate::nn::Rope;
-use crate::plan::ModelPlan;
-use crate::weights::catalog::Catalog;
-use weights::{Gemma4Weights, weight_facts};
+use crate::options::ExecOptions;
+use crate::plan::{FamilyId, ModelPlan};
+use weights::Gemma4Weights;
+
+/// The id Gemma 4 plans carry.
+pub const FAMILY_ID: FamilyId = FamilyId("gemma4");
 
 /// A loaded Gemma 4 model: config, resolved plan, weights and load-time constants.
 /// Shared (behind an `Rc`) by the monolith and generated implementations.
-#[derive(Debug)]
+#[derive(Debug, Clone)]
 pub struct Gemma4 {
     /// The validated config.
     pub config: Gemma4Config,
@@ -34,15 +43,19 @@ pub struct Gemma4 {
     pub rope_full: Rope,
     /// rms_norm_eps as the C float MLX receives.
     pub eps: f32,
+    /// How it executes.
+    pub options: ExecOptions,
 }
 
 impl Gemma4 {
-    /// Builds the model from parts already read and checked.
+    /// Builds the model from parts already read and checked; `plan` resolved from
+    /// `config` for `kv_layout` ([`plan::resolve`]).
     pub fn new(
         config: Gemma4Config,
         kv_layout: KvLayout,
         weights: Gemma4Weights,
         plan: ModelPlan,
+        options: ExecOptions,
     ) -> Result<Self> {
         let rope_sliding = Rope::new(&config.rope_sliding, config.head_dim)?;
         let rope_full = Rope::new(&config.rope_full, config.global_head_dim)?;
@@ -55,35 +68,23 @@ impl Gemma4 {
             rope_sliding,
             rope_full,
             eps,
+            options,
         })
     }
 
-    /// Loads a model folder: `config.json`, weights, and `kv_layout` (pass
-    /// [`KvLayout::float`] for float caches throughout).
-    pub fn load(
-        dir: &Path,
-        kv_layout: KvLayout,
-        on_file: impl FnMut(usize, usize),
-    ) -> Result<Self> {
-        let config = Gemma4Config::from_file(&dir.join("config.json"))?;
-        let catalog = Catalog::open(dir)?;
-        let facts = weight_facts(&config, &catalog);
-        let plan = ModelPlan::resolve(&config, &kv_layout, &facts)?;
-        let weights = Gemma4Weights::load(&config, &catalog, on_file)?;
-        Gemma4::new(config, kv_layout, weights, plan)
-    }
-
-    /// Builds a model from tensors in memory (canonical names), e.g. a synthetic twin.
+    /// Builds a model from tensors in memory (canonical names), e.g. a synthetic twin,
+    /// with the default execution options: the typed form of
+    /// [`crate::family::Loaded::from_tensors`].
     pub fn from_tensors(
         config: Gemma4Config,
         kv_layout: KvLayout,
         tensors: impl IntoIterator<Item = (String, mlx_rs::Array)>,
     ) -> Result<Self> {
-        let catalog = Catalog::from_arrays(tensors)?;
-        let facts = weight_facts(&config, &catalog);
-        let plan = ModelPlan::resolve(&config, &kv_layout, &facts)?;
-        let weights = Gemma4Weights::load(&config, &catalog, |_, _| {})?;
-        Gemma4::new(config, kv_layout, weights, plan)
+        use crate::family::{ModelConfig, WeightFacts};
+        let catalog = crate::weights::catalog::Catalog::from_arrays(tensors)?;
+        let plan = config.resolve(&kv_layout, WeightFacts::Tensors(&catalog))?;
+        let weights = weights::Gemma4Weights::load(&config, &catalog, |_, _| {})?;
+        Gemma4::new(config, kv_layout, weights, plan, ExecOptions::default())
     }
 
     /// The RoPE of a layer type.
@@ -100,7 +101,7 @@ impl Gemma4 {
             batch,
             kv_heads: self.config.kv_heads(cache),
             head_dim: self.config.head_dim_of(cache),
-            dtype_bytes: self.weights.dtype.size(),
+            dtype_bytes: crate::memory::dtype_bytes(self.weights.dtype) as usize,
         }
     }
 
@@ -153,22 +154,5 @@ impl Gemma4 {
             }
         }
         Ok(())
-    }
-}
-
-/// Bytes of an MLX dtype.
-trait DtypeSize {
-    fn size(&self) -> usize;
-}
-
-impl DtypeSize for mlx_rs::Dtype {
-    fn size(&self) -> usize {
-        use mlx_rs::Dtype::*;
-        match self {
-            Bool | Uint8 | Int8 => 1,
-            Uint16 | Int16 | Float16 | Bfloat16 => 2,
-            Uint32 | Int32 | Float32 => 4,
-            _ => 8,
-        }
     }
 }

@@ -12,7 +12,7 @@ use super::Gemma4;
 use super::blocks::{self, Composition, SharedKv};
 use crate::cache::AnyCache;
 use crate::error::{Error, Result};
-use crate::model::segments::Staged;
+use crate::family::FamilyModel;
 use crate::model::{LanguageModel, ModelRef};
 use crate::plan::{KvRole, ModelPlan};
 
@@ -105,10 +105,10 @@ impl LanguageModel for Gemma4Monolith {
     }
 
     fn loaded(&self) -> ModelRef<'_> {
-        ModelRef::Gemma4(&self.model)
+        &*self.model
     }
 
     fn implementation(&self) -> &str {
-        crate::registry::MONOLITH_ID
+        super::MONOLITH_ID
     }
 }

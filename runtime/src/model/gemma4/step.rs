@@ -11,14 +11,12 @@ use super::blocks::{self, Composition, StepInputs, StepMasks};
 use crate::cache::AnyCache;
 use crate::config::LayerType;
 use crate::error::{Error, Result};
-use crate::model::barrier::{self, Barrier, FeedForward};
 use crate::model::segments::{self, Staged};
 use crate::nn::Rope;
 use crate::nn::mask::AttnMask;
 
 pub use crate::model::segments::{
-    CompiledStages, DecodeSegments, Segment, Stage, args, compiled_decode, compiled_stages,
-    set_compiled_decode, stage_check,
+    CompiledStages, DecodeSegments, Segment, Stage, args, compiled_stages, compiles,
 };
 
 /// A Gemma 4 stage: `(model, layer, inputs) -> outputs`.
@@ -28,21 +26,13 @@ pub type StageFn = segments::StageFn<Gemma4>;
 pub type LayerStages = segments::LayerStages<Gemma4>;
 
 impl Staged for Gemma4 {
+    const FAMILY: crate::plan::FamilyId = super::FAMILY_ID;
     const EMBED: StageFn = embed_stage;
     const HEAD: StageFn = head_stage;
 
-    fn barrier(&self) -> Barrier {
-        barrier::for_model(if self.plan.has_moe() {
-            FeedForward::WithMoe
-        } else {
-            FeedForward::Dense
-        })
+    fn monolith_forward(&self, tokens: &Array, caches: &mut [AnyCache]) -> Result<Array> {
+        super::monolith::forward(self, tokens, caches)
     }
-}
-
-/// Whether `m`'s single-token steps run compiled (see [`segments::compiles_with`]).
-pub fn compiles(m: &Gemma4) -> bool {
-    segments::compiles_with(m.weights.dtype)
 }
 
 /// One forward step in progress.
@@ -81,7 +71,7 @@ impl<'a> Step<'a> {
             per_layer,
             masks,
             segments,
-            stages: compiled_stages(),
+            stages: compiled_stages(&m.options),
             next_input: None,
         })
     }
@@ -132,8 +122,8 @@ impl<'a> Step<'a> {
         offset: i32,
     ) -> Result<[Array; N]> {
         let normed = self.next_input.take().filter(|(layer, _)| *layer == i);
-        if h.ndim() == 3 && Composition::SingleToken.fused_kernels(h.dim(1)) {
-            let m = self.m;
+        let m = self.m;
+        if h.ndim() == 3 && Composition::SingleToken.fused_kernels(h.dim(1), &m.options) {
             let x = match normed {
                 Some((_, x)) => x,
                 None => blocks::input_norm(m, &m.weights.layers[i], h)?,

@@ -4,14 +4,14 @@ use std::collections::HashMap;
 
 use mlx_rs::{Array, Dtype};
 
-use crate::config::Gemma4Config;
+use super::config::Gemma4Config;
+use super::plan::WeightFacts;
 use crate::error::{Error, Result};
 use crate::nn::fused::FusedProjection;
 use crate::nn::linear::QuantizedWeight;
 use crate::nn::mlp::Mlp;
 use crate::nn::moe::{Moe, SwitchLinear};
 use crate::nn::{Embedding, Linear};
-use crate::plan::WeightFacts;
 use crate::weights::catalog::Catalog;
 use crate::weights::expect::{Expect, Loaded, Storage};
 

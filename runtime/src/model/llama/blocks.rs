@@ -159,7 +159,9 @@ pub fn attention_out(
 /// matmul where `composition` picks the fused form).
 pub fn mlp(m: &Llama, w: &LayerWeights, h: &Array, composition: Composition) -> Result<Array> {
     let f = rms_norm(h, Some(&w.post_attn_norm), m.eps)?;
-    let f = w.mlp.forward_with(&f, composition)?;
+    let f = w
+        .mlp
+        .forward_with(&f, composition, m.options.compiled_swiglu)?;
     Ok(mlx_rs::ops::add(h, &f)?)
 }
 

@@ -4,27 +4,31 @@
 
 pub mod blocks;
 pub mod config;
+pub mod family;
 pub mod monolith;
+pub mod plan;
 pub mod step;
 pub mod synth;
 pub mod weights;
 
-use std::path::Path;
-
 pub use config::{LlamaConfig, LlamaKind, LlamaRope};
+pub use family::FAMILY;
+
+/// The id Llama-family plans carry.
+pub const FAMILY_ID: FamilyId = FamilyId("llama");
 
 use crate::cache::{AnyCache, CacheGeometry};
 use crate::error::{Error, Result};
 use crate::kv_layout::KvLayout;
 use crate::nn::Rope;
 use crate::nn::scaled::inv_sqrt_scale;
-use crate::plan::ModelPlan;
-use crate::weights::catalog::Catalog;
+use crate::options::ExecOptions;
+use crate::plan::{FamilyId, ModelPlan};
 use weights::LlamaWeights;
 
 /// A loaded Llama-family model: config, resolved plan, weights and load-time constants.
 /// Shared (behind an `Rc`) by the monolith and generated implementations.
-#[derive(Debug)]
+#[derive(Debug, Clone)]
 pub struct Llama {
     /// The validated config.
     pub config: LlamaConfig,
@@ -40,12 +44,20 @@ pub struct Llama {
     pub eps: f32,
     /// The attention scale `head_dim ** -0.5`.
     pub scale: f64,
+    /// How it executes.
+    pub options: ExecOptions,
 }
 
 impl Llama {
-    /// Builds the model from parts already read and checked.
-    pub fn new(config: LlamaConfig, kv_layout: KvLayout, weights: LlamaWeights) -> Result<Self> {
-        let plan = ModelPlan::resolve_llama(&config, &kv_layout)?;
+    /// Builds the model from parts already read and checked; `plan` resolved from
+    /// `config` for `kv_layout` ([`plan::resolve`]).
+    pub fn new(
+        config: LlamaConfig,
+        kv_layout: KvLayout,
+        weights: LlamaWeights,
+        plan: ModelPlan,
+        options: ExecOptions,
+    ) -> Result<Self> {
         let rope = match config.rope {
             LlamaRope::Default { theta } => Rope::Default {
                 dims: config.head_dim as i32,
@@ -61,32 +73,23 @@ impl Llama {
             plan,
             weights,
             rope,
+            options,
         })
     }
 
-    /// Loads a model folder: `config.json`, weights, and `kv_layout`.
-    pub fn load(
-        dir: &Path,
-        kv_layout: KvLayout,
-        on_file: impl FnMut(usize, usize),
-    ) -> Result<Self> {
-        let config = LlamaConfig::from_file(&dir.join("config.json"))?;
-        ModelPlan::resolve_llama(&config, &kv_layout)?;
-        let catalog = Catalog::open(dir)?;
-        let weights = LlamaWeights::load(&config, &catalog, on_file)?;
-        Llama::new(config, kv_layout, weights)
-    }
-
-    /// Builds a model from tensors in memory (canonical names), e.g. a synthetic twin.
+    /// Builds a model from tensors in memory (canonical names), e.g. a synthetic twin,
+    /// with the default execution options: the typed form of
+    /// [`crate::family::Loaded::from_tensors`].
     pub fn from_tensors(
         config: LlamaConfig,
         kv_layout: KvLayout,
         tensors: impl IntoIterator<Item = (String, mlx_rs::Array)>,
     ) -> Result<Self> {
-        ModelPlan::resolve_llama(&config, &kv_layout)?;
-        let catalog = Catalog::from_arrays(tensors)?;
-        let weights = LlamaWeights::load(&config, &catalog, |_, _| {})?;
-        Llama::new(config, kv_layout, weights)
+        use crate::family::{ModelConfig, WeightFacts};
+        let catalog = crate::weights::catalog::Catalog::from_arrays(tensors)?;
+        let plan = config.resolve(&kv_layout, WeightFacts::Tensors(&catalog))?;
+        let weights = weights::LlamaWeights::load(&config, &catalog, |_, _| {})?;
+        Llama::new(config, kv_layout, weights, plan, ExecOptions::default())
     }
 
     /// The geometry of every cache for `batch` rows.
@@ -95,7 +98,7 @@ impl Llama {
             batch,
             kv_heads: self.config.num_key_value_heads,
             head_dim: self.config.head_dim,
-            dtype_bytes: dtype_bytes(self.weights.dtype),
+            dtype_bytes: crate::memory::dtype_bytes(self.weights.dtype) as usize,
         }
     }
 
@@ -134,13 +137,5 @@ impl Llama {
             }
         }
         Ok(())
-    }
-}
-
-/// Bytes of an MLX float dtype.
-fn dtype_bytes(d: mlx_rs::Dtype) -> usize {
-    match d {
-        mlx_rs::Dtype::Float32 => 4,
-        _ => 2,
     }
 }

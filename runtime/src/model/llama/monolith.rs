@@ -10,7 +10,7 @@ use super::Llama;
 use super::blocks::{self, Composition};
 use crate::cache::AnyCache;
 use crate::error::Result;
-use crate::model::segments::Staged;
+use crate::family::FamilyModel;
 use crate::model::{LanguageModel, ModelRef};
 use crate::plan::ModelPlan;
 
@@ -66,7 +66,7 @@ impl LanguageModel for LlamaMonolith {
     }
 
     fn loaded(&self) -> ModelRef<'_> {
-        ModelRef::Llama(&self.model)
+        &*self.model
     }
 
     fn implementation(&self) -> &str {

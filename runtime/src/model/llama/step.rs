@@ -13,13 +13,11 @@ use super::blocks;
 use crate::cache::AnyCache;
 use crate::config::LayerType;
 use crate::error::Result;
-use crate::model::barrier::{self, Barrier, FeedForward};
 use crate::model::segments::{self, Staged};
 use crate::nn::mask::AttnMask;
 
 pub use crate::model::segments::{
-    CompiledStages, DecodeSegments, Segment, Stage, args, compiled_decode, compiled_stages,
-    set_compiled_decode,
+    CompiledStages, DecodeSegments, Segment, Stage, args, compiled_stages, compiles,
 };
 
 /// A Llama-family stage: `(model, layer, inputs) -> outputs`.
@@ -29,17 +27,13 @@ pub type StageFn = segments::StageFn<Llama>;
 pub type LayerStages = segments::LayerStages<Llama>;
 
 impl Staged for Llama {
+    const FAMILY: crate::plan::FamilyId = super::FAMILY_ID;
     const EMBED: StageFn = embed_stage;
     const HEAD: StageFn = head_stage;
 
-    fn barrier(&self) -> Barrier {
-        barrier::for_model(FeedForward::Dense)
+    fn monolith_forward(&self, tokens: &Array, caches: &mut [AnyCache]) -> Result<Array> {
+        super::monolith::forward(self, tokens, caches)
     }
-}
-
-/// Whether `m`'s single-token steps run compiled (see [`segments::compiles_with`]).
-pub fn compiles(m: &Llama) -> bool {
-    segments::compiles_with(m.weights.dtype)
 }
 
 /// One forward step in progress.
@@ -70,7 +64,7 @@ impl<'a> Step<'a> {
             h,
             mask,
             segments,
-            stages: compiled_stages(),
+            stages: compiled_stages(&m.options),
         })
     }
 
