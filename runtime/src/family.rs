@@ -336,11 +336,6 @@ impl Loaded {
         config.load(&catalog, plan, kv_layout, options, &mut |_, _| {})
     }
 
-    /// The borrowed form.
-    pub fn as_ref(&self) -> &dyn FamilyModel {
-        &*self.0
-    }
-
     /// The family's model type, shared, if it is one.
     pub fn downcast<M: FamilyModel>(&self) -> Option<Rc<M>> {
         self.0.clone().into_any().downcast().ok()
@@ -349,6 +344,12 @@ impl Loaded {
     /// The family's monolith over this model.
     pub fn monolith(&self) -> Box<dyn LanguageModel> {
         self.0.clone().monolith()
+    }
+}
+
+impl AsRef<dyn FamilyModel> for Loaded {
+    fn as_ref(&self) -> &(dyn FamilyModel + 'static) {
+        &*self.0
     }
 }
 
