@@ -18,12 +18,12 @@ use runtime::model::gemma4::Gemma4Config;
 use runtime::fingerprint::Fingerprint;
 use runtime::generate::DEFAULT_PREFILL_CHUNK;
 use runtime::kv_layout::KvLayout;
-use runtime::memory::{MemoryModel, estimate_weight_bytes};
+use runtime::family::ModelConfig;
+use runtime::memory::MemoryModel;
 use runtime::model::AnyConfig;
 use runtime::model::llama::config::LlamaConfig;
 use runtime::model::llama::weights::canonical_tensors as llama_tensors;
 use runtime::model::gemma4::plan::WeightFacts;
-use runtime::plan::ModelPlan;
 use runtime::quantization::QuantSpec;
 
 /// What `mlx-aot plan` would be told a 24 GB machine can use.
@@ -60,9 +60,10 @@ fuzz_target!(|data: &[u8]| {
             Err(_) => return,
         },
     };
-    match config {
-        AnyConfig::Gemma4(config) => gemma4(&config, &layout, data.len()),
-        AnyConfig::Llama(config) => llama(&config, &layout),
+    if let Some(c) = config.downcast_ref::<Gemma4Config>() {
+        gemma4(c, &layout, data.len());
+    } else if let Some(c) = config.downcast_ref::<LlamaConfig>() {
+        llama(c, &layout);
     }
 });
 
@@ -100,10 +101,9 @@ fn gemma4(config: &Gemma4Config, layout: &KvLayout, salt: usize) {
             group_size: 64,
         }),
     ] {
-        let weight_bytes = estimate_weight_bytes(config, quant, 2);
+        let weight_bytes = config.estimate_weight_bytes(quant, 2);
         let model = MemoryModel {
-            config,
-            plan: &plan,
+            shape: config.memory_shape(&plan),
             weight_bytes,
             dtype_bytes: 2,
             prefill_chunk: DEFAULT_PREFILL_CHUNK as u64,
