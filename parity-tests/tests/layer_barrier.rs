@@ -90,9 +90,11 @@ fn the_layer_barrier_leaves_every_byte_alone() {
         assert_eq!(without, with, "{}: the monolith with the barrier", imp.id);
         assert_eq!(without, fast, "{}: generated with the barrier", imp.id);
         assert_eq!(without, layers, "{}: generated, layer barrier only", imp.id);
+        // Each ran once: the float prefill falls back, the three converted-cache steps
+        // take the fast path.
         for g in [&generated, &generated_layers] {
             assert!(
-                g.fast_path_calls() >= 6,
+                g.fast_path_calls() >= 3,
                 "{}: the generated code ran the converted-cache steps",
                 imp.id
             );
