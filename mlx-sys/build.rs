@@ -4,13 +4,15 @@
 //!    cache under the target directory (`build/prefix.rs`).
 //! 2. Unpack the mlx-c 0.7.0 sources from the upstream `mlx-sys` 0.7.0 package that cargo
 //!    downloads, checked by sha256 (`build/mlx_c.rs`).
-//! 3. Compile mlx-c with `cc`, generate bindings with bindgen, link `libmlx` dynamically.
+//! 3. Compile mlx-c with `cc` and link `libmlx` dynamically. The Rust bindings are checked
+//!    in (`src/bindings.rs`, made by `cargo xtask bindings`), so building needs no libclang.
 //!
 //! Every failure ends the build with one message saying what was expected.
 
 #[path = "build/fail.rs"]
 mod fail;
 #[path = "build/mlx_c.rs"]
+#[allow(dead_code)] // `headers` serves `cargo xtask bindings`.
 mod mlx_c;
 #[path = "build/prefix.rs"]
 mod prefix;
@@ -29,6 +31,8 @@ fn main() {
 fn run() -> Result<(), Fail> {
     println!("cargo:rerun-if-env-changed=MLX_PREFIX");
     println!("cargo:rerun-if-env-changed=MLX_PYTHON");
+    println!("cargo:rerun-if-env-changed=MLX_AOT_CACHE_DIR");
+    println!("cargo:rerun-if-env-changed=XDG_CACHE_HOME");
     println!("cargo:rerun-if-changed=build");
     println!("cargo:rerun-if-changed=compat");
 
@@ -41,7 +45,6 @@ fn run() -> Result<(), Fail> {
     let mlx_c_root = mlx_c::unpack(&out_dir)?;
 
     compile_mlx_c(&mlx, &mlx_c_root, &compat)?;
-    generate_bindings(&mlx_c_root, &compat, &out_dir)?;
 
     let lib = mlx.lib_dir();
     println!("cargo:rustc-link-search=native={}", lib.display());
@@ -88,38 +91,5 @@ fn compile_mlx_c(mlx: &prefix::MlxPrefix, mlx_c_root: &Path, compat: &Path) -> R
             "compiling mlx-c 0.7.0 against MLX in {} failed: {e}",
             mlx.root().display()
         )
-    })
-}
-
-fn generate_bindings(mlx_c_root: &Path, compat: &Path, out_dir: &Path) -> Result<(), Fail> {
-    let headers = mlx_c::headers(mlx_c_root)?;
-    let mut builder = bindgen::Builder::default()
-        .rust_target(or_fail("1.73.0".parse(), |e| {
-            format!("bindgen rust target: {e}")
-        })?)
-        .clang_arg(format!("-I{}", mlx_c_root.display()))
-        .clang_arg("-include")
-        .clang_arg(compat.join("mlx_sys_half.h").to_string_lossy().into_owned())
-        // mlx-rs reads `float16_t` as a newtype over u16 (what bindgen makes of `__fp16`
-        // on aarch64); lib.rs declares it for other targets.
-        .blocklist_type("float16_t")
-        .blocklist_function("malloc")
-        .blocklist_function("realloc")
-        // The headers are unpacked into OUT_DIR by this script from a checksummed package;
-        // watching them would make every fresh build run twice.
-        .parse_callbacks(Box::new(
-            bindgen::CargoCallbacks::new().rerun_on_header_files(false),
-        ));
-    for header in &headers {
-        builder = builder.header(header.to_string_lossy());
-    }
-    let bindings = or_fail(builder.generate(), |e| {
-        format!(
-            "bindgen could not read the mlx-c headers ({e}); it needs libclang \
-             (Debian/Ubuntu: apt-get install libclang-dev)"
-        )
-    })?;
-    or_fail(bindings.write_to_file(out_dir.join("bindings.rs")), |e| {
-        format!("writing bindings.rs into {}: {e}", out_dir.display())
     })
 }

@@ -9,7 +9,7 @@ use std::process::Command;
 
 use sha2::{Digest, Sha256};
 
-use crate::fail::{or_fail, Fail};
+use super::fail::{Fail, or_fail};
 
 const PACKAGE: &str = "mlx-sys-0.7.0";
 /// sha256 of `mlx-sys-0.7.0.crate` as published on crates.io.

@@ -1,12 +1,15 @@
 //! Where MLX comes from: `MLX_PREFIX`, or the official prebuilt wheel for this platform,
-//! downloaded with pip into a cache under the target directory.
+//! downloaded with pip into a versioned folder of the user's cache
+//! (`~/.cache/mlx-aot/mlx-cpu-0.32.2-x86_64-linux/`, say). Executables record that folder as
+//! their run-time search path, so an installed binary keeps finding `libmlx` after the
+//! build folder is cleaned or moved.
 
 use std::env;
 use std::fs;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
-use crate::fail::{or_fail, Fail};
+use super::fail::{or_fail, Fail};
 
 /// mlx-c 0.7.0 compiles against exactly this MLX (0.32.4 changed `gather_qmm`).
 pub const MLX_VERSION: &str = "0.32.2";
@@ -123,7 +126,11 @@ pub fn locate(out_dir: &Path) -> Result<MlxPrefix, Fail> {
         return MlxPrefix::validate(PathBuf::from(prefix), "MLX_PREFIX");
     }
     let package = wheel_package()?;
-    let unpacked = cache_root(out_dir).join(format!("{package}-{MLX_VERSION}"));
+    let unpacked = cache_root(out_dir).join(format!(
+        "{package}-{MLX_VERSION}-{}-{}",
+        target_cfg("CARGO_CFG_TARGET_ARCH"),
+        target_cfg("CARGO_CFG_TARGET_OS")
+    ));
     if !unpacked.join("mlx").is_dir() {
         download_wheel(package, &unpacked)?;
     }
@@ -147,8 +154,29 @@ fn wheel_package() -> Result<&'static str, Fail> {
     }
 }
 
-/// `<target>/mlx-wheels`: shared by every profile, kept across `cargo clean -p`.
-fn cache_root(out_dir: &Path) -> PathBuf {
+/// The folder that holds unpacked wheels: `MLX_AOT_CACHE_DIR`, else `mlx-aot` in the
+/// user's cache (`$XDG_CACHE_HOME`, `~/.cache`, or `~/Library/Caches` on macOS), else (no
+/// home folder) `<target>/mlx-wheels`. It outlives `cargo clean`: installed binaries load
+/// `libmlx` from it.
+pub fn cache_root(out_dir: &Path) -> PathBuf {
+    if let Some(dir) = env::var_os("MLX_AOT_CACHE_DIR").filter(|d| !d.is_empty()) {
+        return PathBuf::from(dir);
+    }
+    if let Some(xdg) = env::var_os("XDG_CACHE_HOME").map(PathBuf::from) {
+        if xdg.is_absolute() {
+            return xdg.join("mlx-aot");
+        }
+    }
+    if let Some(home) = env::var_os("HOME")
+        .filter(|h| !h.is_empty())
+        .map(PathBuf::from)
+    {
+        return if target_cfg("CARGO_CFG_TARGET_VENDOR") == "apple" {
+            home.join("Library/Caches/mlx-aot")
+        } else {
+            home.join(".cache/mlx-aot")
+        };
+    }
     // OUT_DIR is <target>/<profile>/build/mlx-sys-<hash>/out.
     let mut up = out_dir.ancestors();
     let build = up.nth(2);
@@ -158,6 +186,11 @@ fn cache_root(out_dir: &Path) -> PathBuf {
         }
         _ => out_dir.join("mlx-wheels"),
     }
+}
+
+/// A `CARGO_CFG_TARGET_*` value cargo gives build scripts ("unknown" outside cargo).
+fn target_cfg(name: &str) -> String {
+    env::var(name).unwrap_or_else(|_| "unknown".to_owned())
 }
 
 fn python() -> String {

@@ -9,7 +9,9 @@
 #![allow(non_snake_case)]
 #![allow(clippy::all)]
 
-include!(concat!(env!("OUT_DIR"), "/bindings.rs"));
+// Checked in, made by `cargo xtask bindings` from the pinned mlx-c headers: building needs
+// no bindgen and no libclang.
+include!("bindings.rs");
 
 /// IEEE half as 16 bits of storage: what bindgen makes of `__fp16` on aarch64, and what
 /// mlx-rs expects of `float16_t` (`.0` is the bit pattern).
@@ -19,6 +21,16 @@ pub struct __BindgenFloat16(pub u16);
 
 /// The element type of mlx-c's f16 item/data functions.
 pub type float16_t = __BindgenFloat16;
+
+/// The element type of mlx-c's bf16 item/data functions: 16 bits of storage, what bindgen
+/// makes of `__bf16` and what mlx-rs reads with `bf16::from_bits`.
+pub type bfloat16_t = u16;
+
+/// C's `FILE`, only ever behind a pointer (`mlx_export_to_dot`).
+#[repr(C)]
+pub struct FILE {
+    _opaque: [u8; 0],
+}
 
 /// mlx-rs seeds its default random key from this macOS function; elsewhere it reads the
 /// monotonic clock in nanoseconds, which serves the same purpose.

@@ -1,6 +1,7 @@
 //! `cargo xtask`: developer tasks of mlx-aot.
 
 mod bench;
+mod bindings;
 mod fuzz;
 mod generate;
 mod parity;
@@ -24,6 +25,9 @@ struct Cli {
 
 #[derive(Subcommand)]
 enum Command {
+    /// Regenerate mlx-sys/src/bindings.rs from the pinned mlx-c headers (needs libclang),
+    /// or check that it is fresh.
+    Bindings(bindings::Args),
     /// Generate the specialized forward pass of a model (or check it is up to date).
     Generate(generate::Args),
     /// The parity gate: every generated model == the monolith, byte for byte (twins, or
@@ -41,6 +45,7 @@ enum Command {
 fn main() -> ExitCode {
     let cli = Cli::parse();
     let result = match cli.command {
+        Command::Bindings(args) => bindings::run(&args),
         Command::Generate(args) => generate::run(&args),
         Command::Parity(args) => parity::run(&args),
         Command::Bench(args) => bench::run(&args),
