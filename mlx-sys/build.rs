@@ -20,7 +20,7 @@ mod prefix;
 use std::env;
 use std::path::{Path, PathBuf};
 
-use fail::{or_fail, Fail};
+use fail::{Fail, or_fail};
 
 fn main() {
     if let Err(e) = run() {

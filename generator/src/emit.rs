@@ -11,6 +11,7 @@ use runtime::signature::CacheSignature;
 
 use crate::error::Result;
 use crate::ident::ModelName;
+use crate::stage::{self, PostStage, PreStage};
 use crate::variant::Variant;
 use crate::{doc, forward, header, layer, print};
 
@@ -97,6 +98,16 @@ fn model_tokens(spec: ModuleSpec<'_>) -> Result<TokenStream> {
 
     let n = Literal::usize_unsuffixed(signatures.len());
     let signature_items = signatures.iter().map(|&s| layer::signature(s));
+    let pre_stages = stage::distinct(&per_layer, PreStage::of);
+    let post_stages = stage::distinct(&per_layer, PostStage::of);
+    let stage_functions = pre_stages
+        .iter()
+        .map(|(k, layers)| stage::pre_function(k, layers))
+        .chain(
+            post_stages
+                .iter()
+                .map(|(k, layers)| stage::post_function(k, layers)),
+        );
     let functions = distinct
         .iter()
         .map(|(v, layers)| layer::function(v, layers));
@@ -118,6 +129,8 @@ fn model_tokens(spec: ModuleSpec<'_>) -> Result<TokenStream> {
         pub const CACHE_SIGNATURES: [CacheSignature; #n] = [#(#signature_items),*];
 
         #(#quant_consts)*
+
+        #(#stage_functions)*
 
         #(#functions)*
 
@@ -201,7 +214,7 @@ fn imports(plan: &ModelPlan, variants: &[Variant]) -> TokenStream {
         use runtime::mlx_rs::Array;
         #blocks
         use runtime::config::LayerType;
-        use #module::step::{self, DecodeSegments, LayerStages, #(#step_items,)* Step};
+        use #module::step::{self, DecodeSegments, #(#step_items,)* Step};
         use #module::#ty;
         #attention
         #quant
@@ -227,7 +240,7 @@ fn model_type(spec: ModuleSpec<'_>, plan: &ModelPlan) -> TokenStream {
     ));
     let specialization_doc = doc::lines(&format!(
         "What the runtime needs of {name}: id, fingerprint, source folder, cache \
-         signatures, stages and the unrolled layers."
+         signatures and the unrolled layers."
     ));
     quote! {
         #type_doc
@@ -239,7 +252,6 @@ fn model_type(spec: ModuleSpec<'_>, plan: &ModelPlan) -> TokenStream {
             fingerprint: FINGERPRINT,
             source: #source,
             cache_signatures: &CACHE_SIGNATURES,
-            stages: &STAGES,
             forward_layers,
         };
 

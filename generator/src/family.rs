@@ -10,7 +10,8 @@ use runtime::plan::FamilyId;
 use runtime::quantization::QuantSpec;
 
 use crate::layer::quant_spec;
-use crate::variant::{Role, Variant};
+use crate::stage::{PostStage, PreStage};
+use crate::variant::Variant;
 
 /// A family's part of the emitted code.
 pub trait FamilyCode: Sync {
@@ -26,7 +27,7 @@ pub trait FamilyCode: Sync {
     }
 
     /// Items of the family's `step` module the layer functions name besides `step`,
-    /// `DecodeSegments`, `LayerStages` and `Step`.
+    /// `DecodeSegments` and `Step`.
     fn step_imports(&self) -> Vec<TokenStream> {
         vec![quote!(Stage)]
     }
@@ -39,12 +40,12 @@ pub trait FamilyCode: Sync {
 
     /// The stage before RoPE and the cache update, after `let [h] = ..; let w = ..;`:
     /// statements ending in `Ok(vec![q, k, v])` (donors) or `Ok(vec![q])` (sharers).
-    fn pre_stage(&self, v: &Variant) -> TokenStream;
+    fn pre_stage(&self, key: &PreStage) -> TokenStream;
 
     /// The stage after attention, after `let [h, o, ..] = ..; let w = ..;`: statements
     /// ending in its outputs, `Ok(vec![h, ..])` (the inputs are `h`, `o`, and `pli` with
     /// per-layer inputs).
-    fn post_stage(&self, v: &Variant) -> TokenStream;
+    fn post_stage(&self, key: &PostStage) -> TokenStream;
 
     /// Statements of a layer function binding its attention inputs, `q, k, v` (a donor)
     /// or `q`, from the residual stream `h` by the `pre` stage and RoPE at `offset`.
@@ -147,15 +148,14 @@ impl FamilyCode for Gemma4Code {
         }
     }
 
-    fn pre_stage(&self, v: &Variant) -> TokenStream {
+    fn pre_stage(&self, v: &PreStage) -> TokenStream {
         let head_dim = match v.attention {
             LayerType::Sliding => quote!(m.config.head_dim),
             LayerType::Full => quote!(m.config.global_head_dim),
         };
-        match v.role {
-            Role::Donor { .. } => {
-                let k_eq_v = v.k_eq_v;
-                quote! {
+        if v.donor {
+            let k_eq_v = v.k_eq_v;
+            quote! {
                     let head_dim = #head_dim as i32;
                     let x = blocks::input_norm(m, w, &h)?;
                     let (q, k, v) = blocks::queries_keys_values(
@@ -167,9 +167,9 @@ impl FamilyCode for Gemma4Code {
                         Composition::SingleToken,
                     )?;
                     Ok(vec![q, k, v])
-                }
             }
-            Role::Sharer => quote! {
+        } else {
+            quote! {
                 let x = blocks::input_norm(m, w, &h)?;
                 let q = blocks::queries(
                     m,
@@ -179,7 +179,7 @@ impl FamilyCode for Gemma4Code {
                     Composition::SingleToken,
                 )?;
                 Ok(vec![q])
-            },
+            }
         }
     }
 
@@ -207,7 +207,7 @@ impl FamilyCode for Gemma4Code {
         quote!(let h = s.run_post(i, #post, #args)?;)
     }
 
-    fn post_stage(&self, v: &Variant) -> TokenStream {
+    fn post_stage(&self, v: &PostStage) -> TokenStream {
         if v.moe {
             return moe_post_stage(v);
         }
@@ -267,7 +267,7 @@ impl FamilyCode for Gemma4Code {
 
 /// The post stage of a Gemma 4 layer with MoE: the attention residual, the dense MLP and
 /// the experts, then the per-layer input and scalar where the layer has them.
-fn moe_post_stage(v: &Variant) -> TokenStream {
+fn moe_post_stage(v: &PostStage) -> TokenStream {
     let moe = quote!(blocks::moe_ffn(
         m,
         w,
@@ -361,7 +361,7 @@ impl FamilyCode for LlamaCode {
         vec![quote!(Composition)]
     }
 
-    fn pre_stage(&self, v: &Variant) -> TokenStream {
+    fn pre_stage(&self, v: &PreStage) -> TokenStream {
         let qk_norm = v.qk_norm;
         quote! {
             let x = blocks::input_norm(m, w, &h)?;
@@ -376,7 +376,7 @@ impl FamilyCode for LlamaCode {
         }
     }
 
-    fn post_stage(&self, _v: &Variant) -> TokenStream {
+    fn post_stage(&self, _v: &PostStage) -> TokenStream {
         quote! {
             let h = blocks::attention_out(w, &h, &o, Composition::SingleToken)?;
             let h = blocks::mlp(m, w, &h, Composition::SingleToken)?;

@@ -7,7 +7,7 @@ use runtime::plan::{KvRole, ModelPlan};
 
 use crate::doc;
 use crate::error::{Error, Result};
-use crate::layer::{any_cache_variant, stage_names};
+use crate::layer::any_cache_variant;
 use crate::variant::Variant;
 
 /// Checks what the straight-line pass relies on: caches numbered in donor order, and
@@ -52,7 +52,7 @@ pub fn check(plan: &ModelPlan) -> Result<()> {
     Ok(())
 }
 
-/// `pub fn forward_layers(m, tokens, caches, segments)` and the `STAGES` table.
+/// `pub fn forward_layers(m, tokens, caches, segments)`.
 pub fn function(model_name: &str, plan: &ModelPlan, variants: &[Variant]) -> TokenStream {
     let ty = crate::family::of(plan.family).model_type();
     let patterns = plan.layers.iter().filter(|l| l.kv.is_donor()).map(|l| {
@@ -87,11 +87,6 @@ pub fn function(model_name: &str, plan: &ModelPlan, variants: &[Variant]) -> Tok
             };
             quote!(let #binding = #f(&mut s, #index, &h, #kv)?;)
         });
-    let stages = variants.iter().map(|v| {
-        let (pre, post) = stage_names(v);
-        quote!(LayerStages { pre: #pre, post: #post })
-    });
-    let n = Literal::usize_unsuffixed(plan.layers.len());
     let docs = doc::lines(&format!(
         "The {} layers of {model_name}, unrolled: one call per layer, every cache kind and \
          quantization resolved. With `segments` (single-token steps) every stage runs \
@@ -99,14 +94,7 @@ pub fn function(model_name: &str, plan: &ModelPlan, variants: &[Variant]) -> Tok
          before calling; here a mismatch is an error).",
         plan.layers.len()
     ));
-    let stages_doc = doc::lines(&format!(
-        "The stages of each of the {} layers, compiled for single-token steps.",
-        plan.layers.len()
-    ));
     quote! {
-        #stages_doc
-        const STAGES: [LayerStages; #n] = [#(#stages),*];
-
         #docs
         pub fn forward_layers(
             m: &#ty,

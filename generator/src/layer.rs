@@ -8,6 +8,7 @@ use runtime::quantization::QuantSpec;
 use runtime::signature::CacheSignature;
 
 use crate::doc;
+use crate::stage::{PostStage, PreStage};
 use crate::variant::{Role, Variant, ranges};
 
 /// The module constant naming quantization `q`: `Q4G64`.
@@ -73,75 +74,22 @@ pub fn cache_type(s: CacheSignature) -> proc_macro2::Ident {
     )
 }
 
-/// The names of variant `v`'s stage functions: before the cache update, after attention.
-pub fn stage_names(v: &Variant) -> (proc_macro2::Ident, proc_macro2::Ident) {
-    (
-        format_ident!("{}_pre", v.name()),
-        format_ident!("{}_post", v.name()),
-    )
-}
-
-/// The functions of variant `v`, used by `layers`: its two stages (the parts compiled for
-/// single-token steps) and the layer function that runs them around the cache update
-/// and attention.
+/// The function of variant `v`, used by `layers`: its two stages (the parts compiled for
+/// single-token steps, [`crate::stage`]) around the cache update and attention.
 pub fn function(v: &Variant, layers: &[usize]) -> TokenStream {
     let name = format_ident!("{}", v.name());
-    let (pre, post) = stage_names(v);
+    let pre = PreStage::of(v).ident();
+    let post = PostStage::of(v).ident();
     let noun = if layers.len() == 1 { "Layer" } else { "Layers" };
     let which = ranges(layers);
     let docs = doc::lines(&format!("{noun} {which}. {}", v.describe()));
 
     let code = crate::family::of(v.family);
-    let ty = code.model_type();
     let rope = code.rope(v.attention);
     let mask = match v.attention {
         LayerType::Sliding => quote!(LayerType::Sliding),
         LayerType::Full => quote!(LayerType::Full),
     };
-    let pre_name = pre.to_string();
-    let post_name = post.to_string();
-
-    // Before RoPE and the cache update: norms and projections.
-    let pre_body = code.pre_stage(v);
-    let pre_doc = doc::lines(&match v.role {
-        Role::Donor { .. } => format!(
-            "Before RoPE and the cache update of {} {which}: `[h] -> [q, k, v]`.",
-            noun.to_lowercase()
-        ),
-        Role::Sharer => format!(
-            "Before RoPE and attention of {} {which}: `[h] -> [q]`.",
-            noun.to_lowercase()
-        ),
-    });
-    let pre_fn = quote! {
-        #pre_doc
-        fn #pre(m: &#ty, i: usize, a: &[Array]) -> Result<Vec<Array>> {
-            let [h] = step::args(#pre_name, i, a)?;
-            let w = &m.weights.layers[i];
-            #pre_body
-        }
-    };
-
-    // After attention: the family's blocks (output projection, feed-forward, ...).
-    let post_body = code.post_stage(v);
-    let (post_params, post_sig) = if v.per_layer_input {
-        (quote!([h, o, pli]), "[h, o, pli] -> [h]")
-    } else {
-        (quote!([h, o]), "[h, o] -> [h]")
-    };
-    let post_doc = doc::lines(&format!(
-        "After attention of {} {which}: `{post_sig}`.",
-        noun.to_lowercase()
-    ));
-    let post_fn = quote! {
-        #post_doc
-        fn #post(m: &#ty, i: usize, a: &[Array]) -> Result<Vec<Array>> {
-            let #post_params = step::args(#post_name, i, a)?;
-            let w = &m.weights.layers[i];
-            #post_body
-        }
-    };
-
     // The layer: stages around the cache update and attention.
     let attend =
         |keys: TokenStream, values: TokenStream| code.attend(v.quant(), keys, values, mask.clone());
@@ -214,10 +162,6 @@ pub fn function(v: &Variant, layers: &[usize]) -> TokenStream {
     };
 
     quote! {
-        #pre_fn
-
-        #post_fn
-
         #docs
         fn #name(s: &mut Step<'_>, i: usize, h: &Array, #kv_param) -> #ret {
             let m = s.m;

@@ -1,7 +1,7 @@
 //! ModelPlan -> Rust source: the ahead-of-time specializer of mlx-aot.
 //!
 //! A model's inputs ([`source`]) resolve into a `runtime::plan::ModelPlan`; the emitter
-//! ([`emit`], with [`layer`] and [`forward`]) turns the plan into one Rust module through
+//! ([`emit`], with [`stage`], [`layer`] and [`forward`]) turns the plan into one Rust module through
 //! `quote`, `syn` and `prettyplease`; [`registry`] lists every model; [`project`] knows
 //! where all of it lives in the repository and [`write`] applies (or checks) the result.
 //! The output is a pure function of the inputs: byte-identical run after run.
@@ -18,6 +18,7 @@ pub mod print;
 pub mod project;
 pub mod registry;
 pub mod source;
+pub mod stage;
 pub mod variant;
 pub mod write;
 

@@ -41,6 +41,37 @@ fn output_is_byte_identical_run_after_run() {
     assert_eq!(one.files.get(path), a.files.get(path));
 }
 
+/// Every generated function is distinct: a stage or layer function whose body equals
+/// another's (its own name in its error messages aside) should have been one function.
+#[test]
+fn no_two_generated_functions_have_the_same_body() {
+    use quote::ToTokens;
+    let root = common::repo_root();
+    let generation = project::plan(&root, &Selection::All).expect("every model generates");
+    for model in &generation.models {
+        let path = project::module_path(&model.name);
+        let text = generation.files.get(&path).expect("the module is planned");
+        let file = syn::parse_file(text).expect("the module parses");
+        let mut seen: Vec<(String, String)> = Vec::new();
+        let mut functions = 0;
+        for item in &file.items {
+            let syn::Item::Fn(f) = item else { continue };
+            functions += 1;
+            let name = f.sig.ident.to_string();
+            let body = f
+                .block
+                .to_token_stream()
+                .to_string()
+                .replace(&format!("\"{name}\""), "\"_\"");
+            if let Some((other, _)) = seen.iter().find(|(_, b)| *b == body) {
+                panic!("{path}: {name} has the same body as {other}");
+            }
+            seen.push((name, body));
+        }
+        assert!(functions >= 4, "{path}: only {functions} functions found");
+    }
+}
+
 /// A scratch repository with some presets' inputs copied in.
 struct Scratch {
     root: PathBuf,

@@ -207,7 +207,7 @@ fn gemma4_26b_a4b_has_30_moe_donors_with_keqv_on_full_layers() {
         assert_eq!(call.function.contains("_keqv"), is_full, "{call:?}");
     }
     assert!(full > 0);
-    let pre = function(&m, "donor_full_q4g64_keqv_moe_scalar_pre").expect("the K=V MoE variant");
+    let pre = function(&m, "pre_donor_full_keqv").expect("the K=V MoE variant");
     let body = text(&pre.block);
     assert!(
         body.contains(
@@ -216,7 +216,7 @@ fn gemma4_26b_a4b_has_30_moe_donors_with_keqv_on_full_layers() {
         "{body}"
     );
     assert!(body.contains("m . config . global_head_dim"));
-    let post = function(&m, "donor_full_q4g64_keqv_moe_scalar_post").expect("its post stage");
+    let post = function(&m, "post_moe_scalar").expect("its post stage");
     assert!(text(&post.block).contains("blocks :: moe_ffn"));
 }
 
@@ -265,7 +265,7 @@ fn llama_family_presets_are_specialized_by_their_kv_layout_and_qk_norm() {
         assert_eq!(call.function, want, "llama-3.2-1b layer {i}");
         assert_eq!(call.binding, "h");
     }
-    let post = function(&m, "donor_full_q4g64_post").expect("post stage");
+    let post = function(&m, "post_dense").expect("post stage");
     assert!(text(&post.block).contains("blocks :: mlp"));
     assert!(m.text.contains("sdpa_quantized_scaled"));
     assert!(m.text.contains("Specialization<Llama>") && m.text.contains("Specialized<Llama>"));
@@ -279,7 +279,7 @@ fn llama_family_presets_are_specialized_by_their_kv_layout_and_qk_norm() {
             .iter()
             .all(|c| c.function == "donor_full_plain_qknorm")
     );
-    let pre = function(&q, "donor_full_plain_qknorm_pre").expect("pre stage");
+    let pre = function(&q, "pre_donor_full_qknorm").expect("pre stage");
     assert!(text(&pre.block).contains(
         "blocks :: queries_keys_values (m , & w . attn , & x , true , Composition :: SingleToken ,)"
     ));

@@ -9,7 +9,7 @@ use std::fs;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
-use super::fail::{or_fail, Fail};
+use super::fail::{Fail, or_fail};
 
 /// mlx-c 0.7.0 compiles against exactly this MLX (0.32.4 changed `gather_qmm`).
 pub const MLX_VERSION: &str = "0.32.2";

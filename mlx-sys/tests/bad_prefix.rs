@@ -58,10 +58,15 @@ fn wrong_mlx_prefix_fails_the_build_with_a_clear_message() {
     assert!(!ok, "build with a missing MLX_PREFIX succeeded:\n{stderr}");
     let shown = missing.display().to_string();
     for expected in [
-        format!("MLX_PREFIX = {shown} is not an MLX 0.32.2 installation: missing {shown}/include/mlx/mlx.h"),
+        format!(
+            "MLX_PREFIX = {shown} is not an MLX 0.32.2 installation: missing {shown}/include/mlx/mlx.h"
+        ),
         "Expected the `mlx` folder of an official MLX 0.32.2 wheel".to_owned(),
     ] {
-        assert!(stderr.contains(&expected), "missing {expected:?} in:\n{stderr}");
+        assert!(
+            stderr.contains(&expected),
+            "missing {expected:?} in:\n{stderr}"
+        );
     }
 
     // (b) A folder that looks like an MLX prefix, but of MLX 0.32.4.

@@ -1,5 +1,5 @@
 //! A generated model at run time: what a generated module declares of itself (its
-//! [`Specialization`]: fingerprint, cache signatures, stages, the unrolled layers) and the
+//! [`Specialization`]: fingerprint, cache signatures, the unrolled layers) and the
 //! one wrapper every generated model runs in ([`Specialized`]): the guard (plan
 //! fingerprint once, cache signatures every call) in front of the unrolled layers, the
 //! family's monolith behind it, and a count of the calls the fast path took. Generated
@@ -14,7 +14,7 @@ use crate::cache::AnyCache;
 use crate::error::{Error, Result};
 use crate::fingerprint::Fingerprint;
 use crate::guard;
-use crate::model::segments::{self, DecodeSegments, LayerStages, Staged};
+use crate::model::segments::{self, DecodeSegments, Staged};
 use crate::model::{LanguageModel, Loaded, ModelRef};
 use crate::plan::ModelPlan;
 use crate::registry::Implementation;
@@ -37,8 +37,6 @@ pub struct Specialization<M: 'static> {
     pub source: &'static str,
     /// The cache signatures the fast path runs on, in cache order.
     pub cache_signatures: &'static [CacheSignature],
-    /// The stages of every layer, in layer order (compiled for single-token steps).
-    pub stages: &'static [LayerStages<M>],
     /// The unrolled layers.
     pub forward_layers: ForwardLayers<M>,
 }
@@ -122,8 +120,7 @@ impl<M: Staged> LanguageModel for Specialized<M> {
         self.fast_path_calls.set(self.fast_path_calls.get() + 1);
         if tokens.ndim() == 2 && tokens.dim(1) == 1 && segments::compiles(m) {
             let mut segments = self.segments.borrow_mut();
-            let segments =
-                segments.get_or_insert_with(|| DecodeSegments::new(&self.model, self.spec.stages));
+            let segments = segments.get_or_insert_with(|| DecodeSegments::new(&self.model));
             return (self.spec.forward_layers)(m, tokens, caches, Some(segments));
         }
         (self.spec.forward_layers)(m, tokens, caches, None)

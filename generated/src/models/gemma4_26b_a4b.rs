@@ -15,7 +15,7 @@ use runtime::error::Result;
 use runtime::mlx_rs::Array;
 use runtime::model::gemma4::blocks::{self, Composition};
 use runtime::config::LayerType;
-use runtime::model::gemma4::step::{self, DecodeSegments, LayerStages, Step};
+use runtime::model::gemma4::step::{self, DecodeSegments, Step};
 use runtime::model::gemma4::Gemma4;
 use runtime::nn::sdpa_quantized;
 use runtime::quantization::QuantSpec;
@@ -72,13 +72,10 @@ const Q8G64: QuantSpec = QuantSpec {
     group_size: 64,
 };
 
-/// Before RoPE and the cache update of layers 0, 3, 4, 8, 9, 12: `[h] -> [q, k, v]`.
-fn donor_sliding_q8g64_moe_scalar_pre(
-    m: &Gemma4,
-    i: usize,
-    a: &[Array],
-) -> Result<Vec<Array>> {
-    let [h] = step::args("donor_sliding_q8g64_moe_scalar_pre", i, a)?;
+/// Before RoPE and the cache update of layers 0-4, 6-10, 12-16, 18-22, 24-28: `[h] -> [q,
+/// k, v]`.
+fn pre_donor_sliding(m: &Gemma4, i: usize, a: &[Array]) -> Result<Vec<Array>> {
+    let [h] = step::args("pre_donor_sliding", i, a)?;
     let w = &m.weights.layers[i];
     let head_dim = m.config.head_dim as i32;
     let x = blocks::input_norm(m, w, &h)?;
@@ -93,13 +90,26 @@ fn donor_sliding_q8g64_moe_scalar_pre(
     Ok(vec![q, k, v])
 }
 
-/// After attention of layers 0, 3, 4, 8, 9, 12: `[h, o] -> [h]`.
-fn donor_sliding_q8g64_moe_scalar_post(
-    m: &Gemma4,
-    i: usize,
-    a: &[Array],
-) -> Result<Vec<Array>> {
-    let [h, o] = step::args("donor_sliding_q8g64_moe_scalar_post", i, a)?;
+/// Before RoPE and the cache update of layers 5, 11, 17, 23, 29: `[h] -> [q, k, v]`.
+fn pre_donor_full_keqv(m: &Gemma4, i: usize, a: &[Array]) -> Result<Vec<Array>> {
+    let [h] = step::args("pre_donor_full_keqv", i, a)?;
+    let w = &m.weights.layers[i];
+    let head_dim = m.config.global_head_dim as i32;
+    let x = blocks::input_norm(m, w, &h)?;
+    let (q, k, v) = blocks::queries_keys_values(
+        m,
+        &w.attn,
+        &x,
+        head_dim,
+        true,
+        Composition::SingleToken,
+    )?;
+    Ok(vec![q, k, v])
+}
+
+/// After attention of layers 0-29: `[h, o] -> [h]`.
+fn post_moe_scalar(m: &Gemma4, i: usize, a: &[Array]) -> Result<Vec<Array>> {
+    let [h, o] = step::args("post_moe_scalar", i, a)?;
     let w = &m.weights.layers[i];
     let h = blocks::attention_out(m, w, &h, &o, Composition::SingleToken)?;
     let h = blocks::scaled_residual(
@@ -128,63 +138,11 @@ fn donor_sliding_q8g64_moe_scalar(
     let m = s.m;
     let offset = cache.offset() as i32;
     let [q, k, v] = s
-        .attention_inputs(
-            i,
-            donor_sliding_q8g64_moe_scalar_pre,
-            h,
-            &m.rope_sliding,
-            offset,
-        )?;
+        .attention_inputs(i, pre_donor_sliding, h, &m.rope_sliding, offset)?;
     let (keys, values) = cache.update_and_fetch(&k, &v)?;
     let o = sdpa_quantized(&q, &keys, &values, Q8G64, s.mask(LayerType::Sliding))?;
-    let h = s.run_post(i, donor_sliding_q8g64_moe_scalar_post, &[h, &o])?;
+    let h = s.run_post(i, post_moe_scalar, &[h, &o])?;
     Ok(h)
-}
-
-/// Before RoPE and the cache update of layers 1, 2, 6, 7, 10, 13-16, 18-22, 24-28: `[h] ->
-/// [q, k, v]`.
-fn donor_sliding_q4g64_moe_scalar_pre(
-    m: &Gemma4,
-    i: usize,
-    a: &[Array],
-) -> Result<Vec<Array>> {
-    let [h] = step::args("donor_sliding_q4g64_moe_scalar_pre", i, a)?;
-    let w = &m.weights.layers[i];
-    let head_dim = m.config.head_dim as i32;
-    let x = blocks::input_norm(m, w, &h)?;
-    let (q, k, v) = blocks::queries_keys_values(
-        m,
-        &w.attn,
-        &x,
-        head_dim,
-        false,
-        Composition::SingleToken,
-    )?;
-    Ok(vec![q, k, v])
-}
-
-/// After attention of layers 1, 2, 6, 7, 10, 13-16, 18-22, 24-28: `[h, o] -> [h]`.
-fn donor_sliding_q4g64_moe_scalar_post(
-    m: &Gemma4,
-    i: usize,
-    a: &[Array],
-) -> Result<Vec<Array>> {
-    let [h, o] = step::args("donor_sliding_q4g64_moe_scalar_post", i, a)?;
-    let w = &m.weights.layers[i];
-    let h = blocks::attention_out(m, w, &h, &o, Composition::SingleToken)?;
-    let h = blocks::scaled_residual(
-        &h,
-        &blocks::moe_ffn_delta(
-            m,
-            w,
-            blocks::moe_weights(w, i)?,
-            &h,
-            Composition::SingleToken,
-        )?,
-        blocks::scalar_weight(w, i)?,
-        Composition::SingleToken,
-    )?;
-    Ok(vec![h])
 }
 
 /// Layers 1, 2, 6, 7, 10, 13-16, 18-22, 24-28. Sliding attention over its own 4-bit
@@ -198,62 +156,11 @@ fn donor_sliding_q4g64_moe_scalar(
     let m = s.m;
     let offset = cache.offset() as i32;
     let [q, k, v] = s
-        .attention_inputs(
-            i,
-            donor_sliding_q4g64_moe_scalar_pre,
-            h,
-            &m.rope_sliding,
-            offset,
-        )?;
+        .attention_inputs(i, pre_donor_sliding, h, &m.rope_sliding, offset)?;
     let (keys, values) = cache.update_and_fetch(&k, &v)?;
     let o = sdpa_quantized(&q, &keys, &values, Q4G64, s.mask(LayerType::Sliding))?;
-    let h = s.run_post(i, donor_sliding_q4g64_moe_scalar_post, &[h, &o])?;
+    let h = s.run_post(i, post_moe_scalar, &[h, &o])?;
     Ok(h)
-}
-
-/// Before RoPE and the cache update of layers 5, 11: `[h] -> [q, k, v]`.
-fn donor_full_q8g64_keqv_moe_scalar_pre(
-    m: &Gemma4,
-    i: usize,
-    a: &[Array],
-) -> Result<Vec<Array>> {
-    let [h] = step::args("donor_full_q8g64_keqv_moe_scalar_pre", i, a)?;
-    let w = &m.weights.layers[i];
-    let head_dim = m.config.global_head_dim as i32;
-    let x = blocks::input_norm(m, w, &h)?;
-    let (q, k, v) = blocks::queries_keys_values(
-        m,
-        &w.attn,
-        &x,
-        head_dim,
-        true,
-        Composition::SingleToken,
-    )?;
-    Ok(vec![q, k, v])
-}
-
-/// After attention of layers 5, 11: `[h, o] -> [h]`.
-fn donor_full_q8g64_keqv_moe_scalar_post(
-    m: &Gemma4,
-    i: usize,
-    a: &[Array],
-) -> Result<Vec<Array>> {
-    let [h, o] = step::args("donor_full_q8g64_keqv_moe_scalar_post", i, a)?;
-    let w = &m.weights.layers[i];
-    let h = blocks::attention_out(m, w, &h, &o, Composition::SingleToken)?;
-    let h = blocks::scaled_residual(
-        &h,
-        &blocks::moe_ffn_delta(
-            m,
-            w,
-            blocks::moe_weights(w, i)?,
-            &h,
-            Composition::SingleToken,
-        )?,
-        blocks::scalar_weight(w, i)?,
-        Composition::SingleToken,
-    )?;
-    Ok(vec![h])
 }
 
 /// Layers 5, 11. Full attention over its own 8-bit group-64 growing cache; V is the raw k
@@ -266,63 +173,11 @@ fn donor_full_q8g64_keqv_moe_scalar(
 ) -> Result<Array> {
     let m = s.m;
     let offset = cache.offset() as i32;
-    let [q, k, v] = s
-        .attention_inputs(
-            i,
-            donor_full_q8g64_keqv_moe_scalar_pre,
-            h,
-            &m.rope_full,
-            offset,
-        )?;
+    let [q, k, v] = s.attention_inputs(i, pre_donor_full_keqv, h, &m.rope_full, offset)?;
     let (keys, values) = cache.update_and_fetch(&k, &v)?;
     let o = sdpa_quantized(&q, &keys, &values, Q8G64, s.mask(LayerType::Full))?;
-    let h = s.run_post(i, donor_full_q8g64_keqv_moe_scalar_post, &[h, &o])?;
+    let h = s.run_post(i, post_moe_scalar, &[h, &o])?;
     Ok(h)
-}
-
-/// Before RoPE and the cache update of layers 17, 23, 29: `[h] -> [q, k, v]`.
-fn donor_full_q4g64_keqv_moe_scalar_pre(
-    m: &Gemma4,
-    i: usize,
-    a: &[Array],
-) -> Result<Vec<Array>> {
-    let [h] = step::args("donor_full_q4g64_keqv_moe_scalar_pre", i, a)?;
-    let w = &m.weights.layers[i];
-    let head_dim = m.config.global_head_dim as i32;
-    let x = blocks::input_norm(m, w, &h)?;
-    let (q, k, v) = blocks::queries_keys_values(
-        m,
-        &w.attn,
-        &x,
-        head_dim,
-        true,
-        Composition::SingleToken,
-    )?;
-    Ok(vec![q, k, v])
-}
-
-/// After attention of layers 17, 23, 29: `[h, o] -> [h]`.
-fn donor_full_q4g64_keqv_moe_scalar_post(
-    m: &Gemma4,
-    i: usize,
-    a: &[Array],
-) -> Result<Vec<Array>> {
-    let [h, o] = step::args("donor_full_q4g64_keqv_moe_scalar_post", i, a)?;
-    let w = &m.weights.layers[i];
-    let h = blocks::attention_out(m, w, &h, &o, Composition::SingleToken)?;
-    let h = blocks::scaled_residual(
-        &h,
-        &blocks::moe_ffn_delta(
-            m,
-            w,
-            blocks::moe_weights(w, i)?,
-            &h,
-            Composition::SingleToken,
-        )?,
-        blocks::scalar_weight(w, i)?,
-        Composition::SingleToken,
-    )?;
-    Ok(vec![h])
 }
 
 /// Layers 17, 23, 29. Full attention over its own 4-bit group-64 growing cache; V is the
@@ -335,143 +190,12 @@ fn donor_full_q4g64_keqv_moe_scalar(
 ) -> Result<Array> {
     let m = s.m;
     let offset = cache.offset() as i32;
-    let [q, k, v] = s
-        .attention_inputs(
-            i,
-            donor_full_q4g64_keqv_moe_scalar_pre,
-            h,
-            &m.rope_full,
-            offset,
-        )?;
+    let [q, k, v] = s.attention_inputs(i, pre_donor_full_keqv, h, &m.rope_full, offset)?;
     let (keys, values) = cache.update_and_fetch(&k, &v)?;
     let o = sdpa_quantized(&q, &keys, &values, Q4G64, s.mask(LayerType::Full))?;
-    let h = s.run_post(i, donor_full_q4g64_keqv_moe_scalar_post, &[h, &o])?;
+    let h = s.run_post(i, post_moe_scalar, &[h, &o])?;
     Ok(h)
 }
-
-/// The stages of each of the 30 layers, compiled for single-token steps.
-const STAGES: [LayerStages; 30] = [
-    LayerStages {
-        pre: donor_sliding_q8g64_moe_scalar_pre,
-        post: donor_sliding_q8g64_moe_scalar_post,
-    },
-    LayerStages {
-        pre: donor_sliding_q4g64_moe_scalar_pre,
-        post: donor_sliding_q4g64_moe_scalar_post,
-    },
-    LayerStages {
-        pre: donor_sliding_q4g64_moe_scalar_pre,
-        post: donor_sliding_q4g64_moe_scalar_post,
-    },
-    LayerStages {
-        pre: donor_sliding_q8g64_moe_scalar_pre,
-        post: donor_sliding_q8g64_moe_scalar_post,
-    },
-    LayerStages {
-        pre: donor_sliding_q8g64_moe_scalar_pre,
-        post: donor_sliding_q8g64_moe_scalar_post,
-    },
-    LayerStages {
-        pre: donor_full_q8g64_keqv_moe_scalar_pre,
-        post: donor_full_q8g64_keqv_moe_scalar_post,
-    },
-    LayerStages {
-        pre: donor_sliding_q4g64_moe_scalar_pre,
-        post: donor_sliding_q4g64_moe_scalar_post,
-    },
-    LayerStages {
-        pre: donor_sliding_q4g64_moe_scalar_pre,
-        post: donor_sliding_q4g64_moe_scalar_post,
-    },
-    LayerStages {
-        pre: donor_sliding_q8g64_moe_scalar_pre,
-        post: donor_sliding_q8g64_moe_scalar_post,
-    },
-    LayerStages {
-        pre: donor_sliding_q8g64_moe_scalar_pre,
-        post: donor_sliding_q8g64_moe_scalar_post,
-    },
-    LayerStages {
-        pre: donor_sliding_q4g64_moe_scalar_pre,
-        post: donor_sliding_q4g64_moe_scalar_post,
-    },
-    LayerStages {
-        pre: donor_full_q8g64_keqv_moe_scalar_pre,
-        post: donor_full_q8g64_keqv_moe_scalar_post,
-    },
-    LayerStages {
-        pre: donor_sliding_q8g64_moe_scalar_pre,
-        post: donor_sliding_q8g64_moe_scalar_post,
-    },
-    LayerStages {
-        pre: donor_sliding_q4g64_moe_scalar_pre,
-        post: donor_sliding_q4g64_moe_scalar_post,
-    },
-    LayerStages {
-        pre: donor_sliding_q4g64_moe_scalar_pre,
-        post: donor_sliding_q4g64_moe_scalar_post,
-    },
-    LayerStages {
-        pre: donor_sliding_q4g64_moe_scalar_pre,
-        post: donor_sliding_q4g64_moe_scalar_post,
-    },
-    LayerStages {
-        pre: donor_sliding_q4g64_moe_scalar_pre,
-        post: donor_sliding_q4g64_moe_scalar_post,
-    },
-    LayerStages {
-        pre: donor_full_q4g64_keqv_moe_scalar_pre,
-        post: donor_full_q4g64_keqv_moe_scalar_post,
-    },
-    LayerStages {
-        pre: donor_sliding_q4g64_moe_scalar_pre,
-        post: donor_sliding_q4g64_moe_scalar_post,
-    },
-    LayerStages {
-        pre: donor_sliding_q4g64_moe_scalar_pre,
-        post: donor_sliding_q4g64_moe_scalar_post,
-    },
-    LayerStages {
-        pre: donor_sliding_q4g64_moe_scalar_pre,
-        post: donor_sliding_q4g64_moe_scalar_post,
-    },
-    LayerStages {
-        pre: donor_sliding_q4g64_moe_scalar_pre,
-        post: donor_sliding_q4g64_moe_scalar_post,
-    },
-    LayerStages {
-        pre: donor_sliding_q4g64_moe_scalar_pre,
-        post: donor_sliding_q4g64_moe_scalar_post,
-    },
-    LayerStages {
-        pre: donor_full_q4g64_keqv_moe_scalar_pre,
-        post: donor_full_q4g64_keqv_moe_scalar_post,
-    },
-    LayerStages {
-        pre: donor_sliding_q4g64_moe_scalar_pre,
-        post: donor_sliding_q4g64_moe_scalar_post,
-    },
-    LayerStages {
-        pre: donor_sliding_q4g64_moe_scalar_pre,
-        post: donor_sliding_q4g64_moe_scalar_post,
-    },
-    LayerStages {
-        pre: donor_sliding_q4g64_moe_scalar_pre,
-        post: donor_sliding_q4g64_moe_scalar_post,
-    },
-    LayerStages {
-        pre: donor_sliding_q4g64_moe_scalar_pre,
-        post: donor_sliding_q4g64_moe_scalar_post,
-    },
-    LayerStages {
-        pre: donor_sliding_q4g64_moe_scalar_pre,
-        post: donor_sliding_q4g64_moe_scalar_post,
-    },
-    LayerStages {
-        pre: donor_full_q4g64_keqv_moe_scalar_pre,
-        post: donor_full_q4g64_keqv_moe_scalar_post,
-    },
-];
 
 /// The 30 layers of gemma4-26b-a4b, unrolled: one call per layer, every cache kind and
 /// quantization resolved. With `segments` (single-token steps) every stage runs compiled.
@@ -540,13 +264,12 @@ pub fn forward_layers(
 pub type Gemma4_26bA4b = Specialized<Gemma4>;
 
 /// What the runtime needs of gemma4-26b-a4b: id, fingerprint, source folder, cache
-/// signatures, stages and the unrolled layers.
+/// signatures and the unrolled layers.
 pub static SPECIALIZATION: Specialization<Gemma4> = Specialization {
     id: "gemma4-26b-a4b-generated",
     fingerprint: FINGERPRINT,
     source: "generated/models/gemma4-26b-a4b",
     cache_signatures: &CACHE_SIGNATURES,
-    stages: &STAGES,
     forward_layers,
 };
 

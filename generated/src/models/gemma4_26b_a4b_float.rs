@@ -15,7 +15,7 @@ use runtime::error::Result;
 use runtime::mlx_rs::Array;
 use runtime::model::gemma4::blocks::{self, Composition};
 use runtime::config::LayerType;
-use runtime::model::gemma4::step::{self, DecodeSegments, LayerStages, Step};
+use runtime::model::gemma4::step::{self, DecodeSegments, Step};
 use runtime::model::gemma4::Gemma4;
 use runtime::nn::sdpa_with;
 use runtime::registry::Implementation;
@@ -61,12 +61,8 @@ pub const CACHE_SIGNATURES: [CacheSignature; 30] = [
 
 /// Before RoPE and the cache update of layers 0-4, 6-10, 12-16, 18-22, 24-28: `[h] -> [q,
 /// k, v]`.
-fn donor_sliding_plain_moe_scalar_pre(
-    m: &Gemma4,
-    i: usize,
-    a: &[Array],
-) -> Result<Vec<Array>> {
-    let [h] = step::args("donor_sliding_plain_moe_scalar_pre", i, a)?;
+fn pre_donor_sliding(m: &Gemma4, i: usize, a: &[Array]) -> Result<Vec<Array>> {
+    let [h] = step::args("pre_donor_sliding", i, a)?;
     let w = &m.weights.layers[i];
     let head_dim = m.config.head_dim as i32;
     let x = blocks::input_norm(m, w, &h)?;
@@ -81,13 +77,26 @@ fn donor_sliding_plain_moe_scalar_pre(
     Ok(vec![q, k, v])
 }
 
-/// After attention of layers 0-4, 6-10, 12-16, 18-22, 24-28: `[h, o] -> [h]`.
-fn donor_sliding_plain_moe_scalar_post(
-    m: &Gemma4,
-    i: usize,
-    a: &[Array],
-) -> Result<Vec<Array>> {
-    let [h, o] = step::args("donor_sliding_plain_moe_scalar_post", i, a)?;
+/// Before RoPE and the cache update of layers 5, 11, 17, 23, 29: `[h] -> [q, k, v]`.
+fn pre_donor_full_keqv(m: &Gemma4, i: usize, a: &[Array]) -> Result<Vec<Array>> {
+    let [h] = step::args("pre_donor_full_keqv", i, a)?;
+    let w = &m.weights.layers[i];
+    let head_dim = m.config.global_head_dim as i32;
+    let x = blocks::input_norm(m, w, &h)?;
+    let (q, k, v) = blocks::queries_keys_values(
+        m,
+        &w.attn,
+        &x,
+        head_dim,
+        true,
+        Composition::SingleToken,
+    )?;
+    Ok(vec![q, k, v])
+}
+
+/// After attention of layers 0-29: `[h, o] -> [h]`.
+fn post_moe_scalar(m: &Gemma4, i: usize, a: &[Array]) -> Result<Vec<Array>> {
+    let [h, o] = step::args("post_moe_scalar", i, a)?;
     let w = &m.weights.layers[i];
     let h = blocks::attention_out(m, w, &h, &o, Composition::SingleToken)?;
     let h = blocks::scaled_residual(
@@ -116,13 +125,7 @@ fn donor_sliding_plain_moe_scalar(
     let m = s.m;
     let offset = cache.offset() as i32;
     let [q, k, v] = s
-        .attention_inputs(
-            i,
-            donor_sliding_plain_moe_scalar_pre,
-            h,
-            &m.rope_sliding,
-            offset,
-        )?;
+        .attention_inputs(i, pre_donor_sliding, h, &m.rope_sliding, offset)?;
     let (keys, values) = cache.update_and_fetch(&k, &v)?;
     let o = sdpa_with(
         &q,
@@ -131,53 +134,8 @@ fn donor_sliding_plain_moe_scalar(
         s.mask(LayerType::Sliding),
         Composition::SingleToken,
     )?;
-    let h = s.run_post(i, donor_sliding_plain_moe_scalar_post, &[h, &o])?;
+    let h = s.run_post(i, post_moe_scalar, &[h, &o])?;
     Ok(h)
-}
-
-/// Before RoPE and the cache update of layers 5, 11, 17, 23, 29: `[h] -> [q, k, v]`.
-fn donor_full_plain_keqv_moe_scalar_pre(
-    m: &Gemma4,
-    i: usize,
-    a: &[Array],
-) -> Result<Vec<Array>> {
-    let [h] = step::args("donor_full_plain_keqv_moe_scalar_pre", i, a)?;
-    let w = &m.weights.layers[i];
-    let head_dim = m.config.global_head_dim as i32;
-    let x = blocks::input_norm(m, w, &h)?;
-    let (q, k, v) = blocks::queries_keys_values(
-        m,
-        &w.attn,
-        &x,
-        head_dim,
-        true,
-        Composition::SingleToken,
-    )?;
-    Ok(vec![q, k, v])
-}
-
-/// After attention of layers 5, 11, 17, 23, 29: `[h, o] -> [h]`.
-fn donor_full_plain_keqv_moe_scalar_post(
-    m: &Gemma4,
-    i: usize,
-    a: &[Array],
-) -> Result<Vec<Array>> {
-    let [h, o] = step::args("donor_full_plain_keqv_moe_scalar_post", i, a)?;
-    let w = &m.weights.layers[i];
-    let h = blocks::attention_out(m, w, &h, &o, Composition::SingleToken)?;
-    let h = blocks::scaled_residual(
-        &h,
-        &blocks::moe_ffn_delta(
-            m,
-            w,
-            blocks::moe_weights(w, i)?,
-            &h,
-            Composition::SingleToken,
-        )?,
-        blocks::scalar_weight(w, i)?,
-        Composition::SingleToken,
-    )?;
-    Ok(vec![h])
 }
 
 /// Layers 5, 11, 17, 23, 29. Full attention over its own float growing cache; V is the raw
@@ -190,14 +148,7 @@ fn donor_full_plain_keqv_moe_scalar(
 ) -> Result<Array> {
     let m = s.m;
     let offset = cache.offset() as i32;
-    let [q, k, v] = s
-        .attention_inputs(
-            i,
-            donor_full_plain_keqv_moe_scalar_pre,
-            h,
-            &m.rope_full,
-            offset,
-        )?;
+    let [q, k, v] = s.attention_inputs(i, pre_donor_full_keqv, h, &m.rope_full, offset)?;
     let (keys, values) = cache.update_and_fetch(&k, &v)?;
     let o = sdpa_with(
         &q,
@@ -206,133 +157,9 @@ fn donor_full_plain_keqv_moe_scalar(
         s.mask(LayerType::Full),
         Composition::SingleToken,
     )?;
-    let h = s.run_post(i, donor_full_plain_keqv_moe_scalar_post, &[h, &o])?;
+    let h = s.run_post(i, post_moe_scalar, &[h, &o])?;
     Ok(h)
 }
-
-/// The stages of each of the 30 layers, compiled for single-token steps.
-const STAGES: [LayerStages; 30] = [
-    LayerStages {
-        pre: donor_sliding_plain_moe_scalar_pre,
-        post: donor_sliding_plain_moe_scalar_post,
-    },
-    LayerStages {
-        pre: donor_sliding_plain_moe_scalar_pre,
-        post: donor_sliding_plain_moe_scalar_post,
-    },
-    LayerStages {
-        pre: donor_sliding_plain_moe_scalar_pre,
-        post: donor_sliding_plain_moe_scalar_post,
-    },
-    LayerStages {
-        pre: donor_sliding_plain_moe_scalar_pre,
-        post: donor_sliding_plain_moe_scalar_post,
-    },
-    LayerStages {
-        pre: donor_sliding_plain_moe_scalar_pre,
-        post: donor_sliding_plain_moe_scalar_post,
-    },
-    LayerStages {
-        pre: donor_full_plain_keqv_moe_scalar_pre,
-        post: donor_full_plain_keqv_moe_scalar_post,
-    },
-    LayerStages {
-        pre: donor_sliding_plain_moe_scalar_pre,
-        post: donor_sliding_plain_moe_scalar_post,
-    },
-    LayerStages {
-        pre: donor_sliding_plain_moe_scalar_pre,
-        post: donor_sliding_plain_moe_scalar_post,
-    },
-    LayerStages {
-        pre: donor_sliding_plain_moe_scalar_pre,
-        post: donor_sliding_plain_moe_scalar_post,
-    },
-    LayerStages {
-        pre: donor_sliding_plain_moe_scalar_pre,
-        post: donor_sliding_plain_moe_scalar_post,
-    },
-    LayerStages {
-        pre: donor_sliding_plain_moe_scalar_pre,
-        post: donor_sliding_plain_moe_scalar_post,
-    },
-    LayerStages {
-        pre: donor_full_plain_keqv_moe_scalar_pre,
-        post: donor_full_plain_keqv_moe_scalar_post,
-    },
-    LayerStages {
-        pre: donor_sliding_plain_moe_scalar_pre,
-        post: donor_sliding_plain_moe_scalar_post,
-    },
-    LayerStages {
-        pre: donor_sliding_plain_moe_scalar_pre,
-        post: donor_sliding_plain_moe_scalar_post,
-    },
-    LayerStages {
-        pre: donor_sliding_plain_moe_scalar_pre,
-        post: donor_sliding_plain_moe_scalar_post,
-    },
-    LayerStages {
-        pre: donor_sliding_plain_moe_scalar_pre,
-        post: donor_sliding_plain_moe_scalar_post,
-    },
-    LayerStages {
-        pre: donor_sliding_plain_moe_scalar_pre,
-        post: donor_sliding_plain_moe_scalar_post,
-    },
-    LayerStages {
-        pre: donor_full_plain_keqv_moe_scalar_pre,
-        post: donor_full_plain_keqv_moe_scalar_post,
-    },
-    LayerStages {
-        pre: donor_sliding_plain_moe_scalar_pre,
-        post: donor_sliding_plain_moe_scalar_post,
-    },
-    LayerStages {
-        pre: donor_sliding_plain_moe_scalar_pre,
-        post: donor_sliding_plain_moe_scalar_post,
-    },
-    LayerStages {
-        pre: donor_sliding_plain_moe_scalar_pre,
-        post: donor_sliding_plain_moe_scalar_post,
-    },
-    LayerStages {
-        pre: donor_sliding_plain_moe_scalar_pre,
-        post: donor_sliding_plain_moe_scalar_post,
-    },
-    LayerStages {
-        pre: donor_sliding_plain_moe_scalar_pre,
-        post: donor_sliding_plain_moe_scalar_post,
-    },
-    LayerStages {
-        pre: donor_full_plain_keqv_moe_scalar_pre,
-        post: donor_full_plain_keqv_moe_scalar_post,
-    },
-    LayerStages {
-        pre: donor_sliding_plain_moe_scalar_pre,
-        post: donor_sliding_plain_moe_scalar_post,
-    },
-    LayerStages {
-        pre: donor_sliding_plain_moe_scalar_pre,
-        post: donor_sliding_plain_moe_scalar_post,
-    },
-    LayerStages {
-        pre: donor_sliding_plain_moe_scalar_pre,
-        post: donor_sliding_plain_moe_scalar_post,
-    },
-    LayerStages {
-        pre: donor_sliding_plain_moe_scalar_pre,
-        post: donor_sliding_plain_moe_scalar_post,
-    },
-    LayerStages {
-        pre: donor_sliding_plain_moe_scalar_pre,
-        post: donor_sliding_plain_moe_scalar_post,
-    },
-    LayerStages {
-        pre: donor_full_plain_keqv_moe_scalar_pre,
-        post: donor_full_plain_keqv_moe_scalar_post,
-    },
-];
 
 /// The 30 layers of gemma4-26b-a4b-float, unrolled: one call per layer, every cache kind
 /// and quantization resolved. With `segments` (single-token steps) every stage runs
@@ -399,13 +226,12 @@ pub fn forward_layers(
 pub type Gemma4_26bA4bFloat = Specialized<Gemma4>;
 
 /// What the runtime needs of gemma4-26b-a4b-float: id, fingerprint, source folder, cache
-/// signatures, stages and the unrolled layers.
+/// signatures and the unrolled layers.
 pub static SPECIALIZATION: Specialization<Gemma4> = Specialization {
     id: "gemma4-26b-a4b-float-generated",
     fingerprint: FINGERPRINT,
     source: "generated/models/gemma4-26b-a4b-float",
     cache_signatures: &CACHE_SIGNATURES,
-    stages: &STAGES,
     forward_layers,
 };
 

@@ -14,7 +14,7 @@ use runtime::error::Result;
 use runtime::mlx_rs::Array;
 use runtime::model::gemma4::blocks::{self, Composition};
 use runtime::config::LayerType;
-use runtime::model::gemma4::step::{self, DecodeSegments, LayerStages, Step};
+use runtime::model::gemma4::step::{self, DecodeSegments, Step};
 use runtime::model::gemma4::Gemma4;
 use runtime::nn::sdpa_with;
 use runtime::registry::Implementation;
@@ -90,12 +90,8 @@ pub const CACHE_SIGNATURES: [CacheSignature; 60] = [
 
 /// Before RoPE and the cache update of layers 0-4, 6-10, 12-16, 18-22, 24-28, 30-34, 36-40,
 /// 42-46, 48-52, 54-58: `[h] -> [q, k, v]`.
-fn donor_sliding_plain_scalar_pre(
-    m: &Gemma4,
-    i: usize,
-    a: &[Array],
-) -> Result<Vec<Array>> {
-    let [h] = step::args("donor_sliding_plain_scalar_pre", i, a)?;
+fn pre_donor_sliding(m: &Gemma4, i: usize, a: &[Array]) -> Result<Vec<Array>> {
+    let [h] = step::args("pre_donor_sliding", i, a)?;
     let w = &m.weights.layers[i];
     let head_dim = m.config.head_dim as i32;
     let x = blocks::input_norm(m, w, &h)?;
@@ -110,14 +106,27 @@ fn donor_sliding_plain_scalar_pre(
     Ok(vec![q, k, v])
 }
 
-/// After attention of layers 0-4, 6-10, 12-16, 18-22, 24-28, 30-34, 36-40, 42-46, 48-52,
-/// 54-58: `[h, o] -> [h]`.
-fn donor_sliding_plain_scalar_post(
-    m: &Gemma4,
-    i: usize,
-    a: &[Array],
-) -> Result<Vec<Array>> {
-    let [h, o] = step::args("donor_sliding_plain_scalar_post", i, a)?;
+/// Before RoPE and the cache update of layers 5, 11, 17, 23, 29, 35, 41, 47, 53, 59: `[h]
+/// -> [q, k, v]`.
+fn pre_donor_full_keqv(m: &Gemma4, i: usize, a: &[Array]) -> Result<Vec<Array>> {
+    let [h] = step::args("pre_donor_full_keqv", i, a)?;
+    let w = &m.weights.layers[i];
+    let head_dim = m.config.global_head_dim as i32;
+    let x = blocks::input_norm(m, w, &h)?;
+    let (q, k, v) = blocks::queries_keys_values(
+        m,
+        &w.attn,
+        &x,
+        head_dim,
+        true,
+        Composition::SingleToken,
+    )?;
+    Ok(vec![q, k, v])
+}
+
+/// After attention of layers 0-59: `[h, o] -> [h]`.
+fn post_dense_scalar(m: &Gemma4, i: usize, a: &[Array]) -> Result<Vec<Array>> {
+    let [h, o] = step::args("post_dense_scalar", i, a)?;
     let w = &m.weights.layers[i];
     let (h, f) = blocks::attention_residual(m, w, &h, &o, Composition::SingleToken)?;
     let d = blocks::ffn_raw(m, w, &f, Composition::SingleToken)?;
@@ -143,13 +152,7 @@ fn donor_sliding_plain_scalar(
     let m = s.m;
     let offset = cache.offset() as i32;
     let [q, k, v] = s
-        .attention_inputs(
-            i,
-            donor_sliding_plain_scalar_pre,
-            h,
-            &m.rope_sliding,
-            offset,
-        )?;
+        .attention_inputs(i, pre_donor_sliding, h, &m.rope_sliding, offset)?;
     let (keys, values) = cache.update_and_fetch(&k, &v)?;
     let o = sdpa_with(
         &q,
@@ -158,51 +161,8 @@ fn donor_sliding_plain_scalar(
         s.mask(LayerType::Sliding),
         Composition::SingleToken,
     )?;
-    let h = s.run_post(i, donor_sliding_plain_scalar_post, &[h, &o])?;
+    let h = s.run_post(i, post_dense_scalar, &[h, &o])?;
     Ok(h)
-}
-
-/// Before RoPE and the cache update of layers 5, 11, 17, 23, 29, 35, 41, 47, 53, 59: `[h]
-/// -> [q, k, v]`.
-fn donor_full_plain_keqv_scalar_pre(
-    m: &Gemma4,
-    i: usize,
-    a: &[Array],
-) -> Result<Vec<Array>> {
-    let [h] = step::args("donor_full_plain_keqv_scalar_pre", i, a)?;
-    let w = &m.weights.layers[i];
-    let head_dim = m.config.global_head_dim as i32;
-    let x = blocks::input_norm(m, w, &h)?;
-    let (q, k, v) = blocks::queries_keys_values(
-        m,
-        &w.attn,
-        &x,
-        head_dim,
-        true,
-        Composition::SingleToken,
-    )?;
-    Ok(vec![q, k, v])
-}
-
-/// After attention of layers 5, 11, 17, 23, 29, 35, 41, 47, 53, 59: `[h, o] -> [h]`.
-fn donor_full_plain_keqv_scalar_post(
-    m: &Gemma4,
-    i: usize,
-    a: &[Array],
-) -> Result<Vec<Array>> {
-    let [h, o] = step::args("donor_full_plain_keqv_scalar_post", i, a)?;
-    let w = &m.weights.layers[i];
-    let (h, f) = blocks::attention_residual(m, w, &h, &o, Composition::SingleToken)?;
-    let d = blocks::ffn_raw(m, w, &f, Composition::SingleToken)?;
-    blocks::layer_end(
-        m,
-        i,
-        &h,
-        &d,
-        &w.post_ffn_norm,
-        Some(blocks::scalar_weight(w, i)?),
-        Composition::SingleToken,
-    )
 }
 
 /// Layers 5, 11, 17, 23, 29, 35, 41, 47, 53, 59. Full attention over its own float growing
@@ -215,8 +175,7 @@ fn donor_full_plain_keqv_scalar(
 ) -> Result<Array> {
     let m = s.m;
     let offset = cache.offset() as i32;
-    let [q, k, v] = s
-        .attention_inputs(i, donor_full_plain_keqv_scalar_pre, h, &m.rope_full, offset)?;
+    let [q, k, v] = s.attention_inputs(i, pre_donor_full_keqv, h, &m.rope_full, offset)?;
     let (keys, values) = cache.update_and_fetch(&k, &v)?;
     let o = sdpa_with(
         &q,
@@ -225,253 +184,9 @@ fn donor_full_plain_keqv_scalar(
         s.mask(LayerType::Full),
         Composition::SingleToken,
     )?;
-    let h = s.run_post(i, donor_full_plain_keqv_scalar_post, &[h, &o])?;
+    let h = s.run_post(i, post_dense_scalar, &[h, &o])?;
     Ok(h)
 }
-
-/// The stages of each of the 60 layers, compiled for single-token steps.
-const STAGES: [LayerStages; 60] = [
-    LayerStages {
-        pre: donor_sliding_plain_scalar_pre,
-        post: donor_sliding_plain_scalar_post,
-    },
-    LayerStages {
-        pre: donor_sliding_plain_scalar_pre,
-        post: donor_sliding_plain_scalar_post,
-    },
-    LayerStages {
-        pre: donor_sliding_plain_scalar_pre,
-        post: donor_sliding_plain_scalar_post,
-    },
-    LayerStages {
-        pre: donor_sliding_plain_scalar_pre,
-        post: donor_sliding_plain_scalar_post,
-    },
-    LayerStages {
-        pre: donor_sliding_plain_scalar_pre,
-        post: donor_sliding_plain_scalar_post,
-    },
-    LayerStages {
-        pre: donor_full_plain_keqv_scalar_pre,
-        post: donor_full_plain_keqv_scalar_post,
-    },
-    LayerStages {
-        pre: donor_sliding_plain_scalar_pre,
-        post: donor_sliding_plain_scalar_post,
-    },
-    LayerStages {
-        pre: donor_sliding_plain_scalar_pre,
-        post: donor_sliding_plain_scalar_post,
-    },
-    LayerStages {
-        pre: donor_sliding_plain_scalar_pre,
-        post: donor_sliding_plain_scalar_post,
-    },
-    LayerStages {
-        pre: donor_sliding_plain_scalar_pre,
-        post: donor_sliding_plain_scalar_post,
-    },
-    LayerStages {
-        pre: donor_sliding_plain_scalar_pre,
-        post: donor_sliding_plain_scalar_post,
-    },
-    LayerStages {
-        pre: donor_full_plain_keqv_scalar_pre,
-        post: donor_full_plain_keqv_scalar_post,
-    },
-    LayerStages {
-        pre: donor_sliding_plain_scalar_pre,
-        post: donor_sliding_plain_scalar_post,
-    },
-    LayerStages {
-        pre: donor_sliding_plain_scalar_pre,
-        post: donor_sliding_plain_scalar_post,
-    },
-    LayerStages {
-        pre: donor_sliding_plain_scalar_pre,
-        post: donor_sliding_plain_scalar_post,
-    },
-    LayerStages {
-        pre: donor_sliding_plain_scalar_pre,
-        post: donor_sliding_plain_scalar_post,
-    },
-    LayerStages {
-        pre: donor_sliding_plain_scalar_pre,
-        post: donor_sliding_plain_scalar_post,
-    },
-    LayerStages {
-        pre: donor_full_plain_keqv_scalar_pre,
-        post: donor_full_plain_keqv_scalar_post,
-    },
-    LayerStages {
-        pre: donor_sliding_plain_scalar_pre,
-        post: donor_sliding_plain_scalar_post,
-    },
-    LayerStages {
-        pre: donor_sliding_plain_scalar_pre,
-        post: donor_sliding_plain_scalar_post,
-    },
-    LayerStages {
-        pre: donor_sliding_plain_scalar_pre,
-        post: donor_sliding_plain_scalar_post,
-    },
-    LayerStages {
-        pre: donor_sliding_plain_scalar_pre,
-        post: donor_sliding_plain_scalar_post,
-    },
-    LayerStages {
-        pre: donor_sliding_plain_scalar_pre,
-        post: donor_sliding_plain_scalar_post,
-    },
-    LayerStages {
-        pre: donor_full_plain_keqv_scalar_pre,
-        post: donor_full_plain_keqv_scalar_post,
-    },
-    LayerStages {
-        pre: donor_sliding_plain_scalar_pre,
-        post: donor_sliding_plain_scalar_post,
-    },
-    LayerStages {
-        pre: donor_sliding_plain_scalar_pre,
-        post: donor_sliding_plain_scalar_post,
-    },
-    LayerStages {
-        pre: donor_sliding_plain_scalar_pre,
-        post: donor_sliding_plain_scalar_post,
-    },
-    LayerStages {
-        pre: donor_sliding_plain_scalar_pre,
-        post: donor_sliding_plain_scalar_post,
-    },
-    LayerStages {
-        pre: donor_sliding_plain_scalar_pre,
-        post: donor_sliding_plain_scalar_post,
-    },
-    LayerStages {
-        pre: donor_full_plain_keqv_scalar_pre,
-        post: donor_full_plain_keqv_scalar_post,
-    },
-    LayerStages {
-        pre: donor_sliding_plain_scalar_pre,
-        post: donor_sliding_plain_scalar_post,
-    },
-    LayerStages {
-        pre: donor_sliding_plain_scalar_pre,
-        post: donor_sliding_plain_scalar_post,
-    },
-    LayerStages {
-        pre: donor_sliding_plain_scalar_pre,
-        post: donor_sliding_plain_scalar_post,
-    },
-    LayerStages {
-        pre: donor_sliding_plain_scalar_pre,
-        post: donor_sliding_plain_scalar_post,
-    },
-    LayerStages {
-        pre: donor_sliding_plain_scalar_pre,
-        post: donor_sliding_plain_scalar_post,
-    },
-    LayerStages {
-        pre: donor_full_plain_keqv_scalar_pre,
-        post: donor_full_plain_keqv_scalar_post,
-    },
-    LayerStages {
-        pre: donor_sliding_plain_scalar_pre,
-        post: donor_sliding_plain_scalar_post,
-    },
-    LayerStages {
-        pre: donor_sliding_plain_scalar_pre,
-        post: donor_sliding_plain_scalar_post,
-    },
-    LayerStages {
-        pre: donor_sliding_plain_scalar_pre,
-        post: donor_sliding_plain_scalar_post,
-    },
-    LayerStages {
-        pre: donor_sliding_plain_scalar_pre,
-        post: donor_sliding_plain_scalar_post,
-    },
-    LayerStages {
-        pre: donor_sliding_plain_scalar_pre,
-        post: donor_sliding_plain_scalar_post,
-    },
-    LayerStages {
-        pre: donor_full_plain_keqv_scalar_pre,
-        post: donor_full_plain_keqv_scalar_post,
-    },
-    LayerStages {
-        pre: donor_sliding_plain_scalar_pre,
-        post: donor_sliding_plain_scalar_post,
-    },
-    LayerStages {
-        pre: donor_sliding_plain_scalar_pre,
-        post: donor_sliding_plain_scalar_post,
-    },
-    LayerStages {
-        pre: donor_sliding_plain_scalar_pre,
-        post: donor_sliding_plain_scalar_post,
-    },
-    LayerStages {
-        pre: donor_sliding_plain_scalar_pre,
-        post: donor_sliding_plain_scalar_post,
-    },
-    LayerStages {
-        pre: donor_sliding_plain_scalar_pre,
-        post: donor_sliding_plain_scalar_post,
-    },
-    LayerStages {
-        pre: donor_full_plain_keqv_scalar_pre,
-        post: donor_full_plain_keqv_scalar_post,
-    },
-    LayerStages {
-        pre: donor_sliding_plain_scalar_pre,
-        post: donor_sliding_plain_scalar_post,
-    },
-    LayerStages {
-        pre: donor_sliding_plain_scalar_pre,
-        post: donor_sliding_plain_scalar_post,
-    },
-    LayerStages {
-        pre: donor_sliding_plain_scalar_pre,
-        post: donor_sliding_plain_scalar_post,
-    },
-    LayerStages {
-        pre: donor_sliding_plain_scalar_pre,
-        post: donor_sliding_plain_scalar_post,
-    },
-    LayerStages {
-        pre: donor_sliding_plain_scalar_pre,
-        post: donor_sliding_plain_scalar_post,
-    },
-    LayerStages {
-        pre: donor_full_plain_keqv_scalar_pre,
-        post: donor_full_plain_keqv_scalar_post,
-    },
-    LayerStages {
-        pre: donor_sliding_plain_scalar_pre,
-        post: donor_sliding_plain_scalar_post,
-    },
-    LayerStages {
-        pre: donor_sliding_plain_scalar_pre,
-        post: donor_sliding_plain_scalar_post,
-    },
-    LayerStages {
-        pre: donor_sliding_plain_scalar_pre,
-        post: donor_sliding_plain_scalar_post,
-    },
-    LayerStages {
-        pre: donor_sliding_plain_scalar_pre,
-        post: donor_sliding_plain_scalar_post,
-    },
-    LayerStages {
-        pre: donor_sliding_plain_scalar_pre,
-        post: donor_sliding_plain_scalar_post,
-    },
-    LayerStages {
-        pre: donor_full_plain_keqv_scalar_pre,
-        post: donor_full_plain_keqv_scalar_post,
-    },
-];
 
 /// The 60 layers of gemma4-31b, unrolled: one call per layer, every cache kind and
 /// quantization resolved. With `segments` (single-token steps) every stage runs compiled.
@@ -576,14 +291,13 @@ pub fn forward_layers(
 /// [`forward_layers`], the monolith behind it, and a count of the calls the fast path took.
 pub type Gemma4_31b = Specialized<Gemma4>;
 
-/// What the runtime needs of gemma4-31b: id, fingerprint, source folder, cache signatures,
-/// stages and the unrolled layers.
+/// What the runtime needs of gemma4-31b: id, fingerprint, source folder, cache signatures
+/// and the unrolled layers.
 pub static SPECIALIZATION: Specialization<Gemma4> = Specialization {
     id: "gemma4-31b-generated",
     fingerprint: FINGERPRINT,
     source: "generated/models/gemma4-31b",
     cache_signatures: &CACHE_SIGNATURES,
-    stages: &STAGES,
     forward_layers,
 };
 

@@ -14,7 +14,7 @@ use runtime::error::Result;
 use runtime::mlx_rs::Array;
 use runtime::model::gemma4::blocks::{self, SharedKv, Composition};
 use runtime::config::LayerType;
-use runtime::model::gemma4::step::{self, DecodeSegments, LayerStages, Step};
+use runtime::model::gemma4::step::{self, DecodeSegments, Step};
 use runtime::model::gemma4::Gemma4;
 use runtime::nn::sdpa_quantized;
 use runtime::quantization::QuantSpec;
@@ -65,14 +65,9 @@ const Q8G64: QuantSpec = QuantSpec {
     group_size: 64,
 };
 
-/// Before RoPE and the cache update of layers 0-2, 6-8, 12, 13, 15, 16, 18-21: `[h] -> [q,
-/// k, v]`.
-fn donor_sliding_q4g64_ple_scalar_pre(
-    m: &Gemma4,
-    i: usize,
-    a: &[Array],
-) -> Result<Vec<Array>> {
-    let [h] = step::args("donor_sliding_q4g64_ple_scalar_pre", i, a)?;
+/// Before RoPE and the cache update of layers 0-4, 6-10, 12-16, 18-22: `[h] -> [q, k, v]`.
+fn pre_donor_sliding(m: &Gemma4, i: usize, a: &[Array]) -> Result<Vec<Array>> {
+    let [h] = step::args("pre_donor_sliding", i, a)?;
     let w = &m.weights.layers[i];
     let head_dim = m.config.head_dim as i32;
     let x = blocks::input_norm(m, w, &h)?;
@@ -87,13 +82,56 @@ fn donor_sliding_q4g64_ple_scalar_pre(
     Ok(vec![q, k, v])
 }
 
-/// After attention of layers 0-2, 6-8, 12, 13, 15, 16, 18-21: `[h, o, pli] -> [h]`.
-fn donor_sliding_q4g64_ple_scalar_post(
-    m: &Gemma4,
-    i: usize,
-    a: &[Array],
-) -> Result<Vec<Array>> {
-    let [h, o, pli] = step::args("donor_sliding_q4g64_ple_scalar_post", i, a)?;
+/// Before RoPE and the cache update of layers 5, 11, 17, 23: `[h] -> [q, k, v]`.
+fn pre_donor_full(m: &Gemma4, i: usize, a: &[Array]) -> Result<Vec<Array>> {
+    let [h] = step::args("pre_donor_full", i, a)?;
+    let w = &m.weights.layers[i];
+    let head_dim = m.config.global_head_dim as i32;
+    let x = blocks::input_norm(m, w, &h)?;
+    let (q, k, v) = blocks::queries_keys_values(
+        m,
+        &w.attn,
+        &x,
+        head_dim,
+        false,
+        Composition::SingleToken,
+    )?;
+    Ok(vec![q, k, v])
+}
+
+/// Before RoPE and the cache update of layers 24-28, 30-34, 36-40: `[h] -> [q]`.
+fn pre_sharer_sliding(m: &Gemma4, i: usize, a: &[Array]) -> Result<Vec<Array>> {
+    let [h] = step::args("pre_sharer_sliding", i, a)?;
+    let w = &m.weights.layers[i];
+    let x = blocks::input_norm(m, w, &h)?;
+    let q = blocks::queries(
+        m,
+        &w.attn,
+        &x,
+        m.config.head_dim as i32,
+        Composition::SingleToken,
+    )?;
+    Ok(vec![q])
+}
+
+/// Before RoPE and the cache update of layers 29, 35, 41: `[h] -> [q]`.
+fn pre_sharer_full(m: &Gemma4, i: usize, a: &[Array]) -> Result<Vec<Array>> {
+    let [h] = step::args("pre_sharer_full", i, a)?;
+    let w = &m.weights.layers[i];
+    let x = blocks::input_norm(m, w, &h)?;
+    let q = blocks::queries(
+        m,
+        &w.attn,
+        &x,
+        m.config.global_head_dim as i32,
+        Composition::SingleToken,
+    )?;
+    Ok(vec![q])
+}
+
+/// After attention of layers 0-41: `[h, o, pli] -> [h]`.
+fn post_dense_ple_scalar(m: &Gemma4, i: usize, a: &[Array]) -> Result<Vec<Array>> {
+    let [h, o, pli] = step::args("post_dense_ple_scalar", i, a)?;
     let w = &m.weights.layers[i];
     let (h, f) = blocks::attention_residual(m, w, &h, &o, Composition::SingleToken)?;
     let h = blocks::ffn_residual(m, w, &h, &f, Composition::SingleToken)?;
@@ -121,62 +159,12 @@ fn donor_sliding_q4g64_ple_scalar(
     let m = s.m;
     let offset = cache.offset() as i32;
     let [q, k, v] = s
-        .attention_inputs(
-            i,
-            donor_sliding_q4g64_ple_scalar_pre,
-            h,
-            &m.rope_sliding,
-            offset,
-        )?;
+        .attention_inputs(i, pre_donor_sliding, h, &m.rope_sliding, offset)?;
     let (keys, values) = cache.update_and_fetch(&k, &v)?;
     let o = sdpa_quantized(&q, &keys, &values, Q4G64, s.mask(LayerType::Sliding))?;
     let pli = s.per_layer_input(i)?.clone();
-    let h = s.run_post(i, donor_sliding_q4g64_ple_scalar_post, &[h, &o, &pli])?;
+    let h = s.run_post(i, post_dense_ple_scalar, &[h, &o, &pli])?;
     Ok(h)
-}
-
-/// Before RoPE and the cache update of layers 3, 4, 9, 10, 14: `[h] -> [q, k, v]`.
-fn donor_sliding_q8g64_ple_scalar_pre(
-    m: &Gemma4,
-    i: usize,
-    a: &[Array],
-) -> Result<Vec<Array>> {
-    let [h] = step::args("donor_sliding_q8g64_ple_scalar_pre", i, a)?;
-    let w = &m.weights.layers[i];
-    let head_dim = m.config.head_dim as i32;
-    let x = blocks::input_norm(m, w, &h)?;
-    let (q, k, v) = blocks::queries_keys_values(
-        m,
-        &w.attn,
-        &x,
-        head_dim,
-        false,
-        Composition::SingleToken,
-    )?;
-    Ok(vec![q, k, v])
-}
-
-/// After attention of layers 3, 4, 9, 10, 14: `[h, o, pli] -> [h]`.
-fn donor_sliding_q8g64_ple_scalar_post(
-    m: &Gemma4,
-    i: usize,
-    a: &[Array],
-) -> Result<Vec<Array>> {
-    let [h, o, pli] = step::args("donor_sliding_q8g64_ple_scalar_post", i, a)?;
-    let w = &m.weights.layers[i];
-    let (h, f) = blocks::attention_residual(m, w, &h, &o, Composition::SingleToken)?;
-    let h = blocks::ffn_residual(m, w, &h, &f, Composition::SingleToken)?;
-    let ple = blocks::ple_weights(w, i)?;
-    let d = blocks::per_layer_raw(m, ple, &h, &pli, Composition::SingleToken)?;
-    blocks::layer_end(
-        m,
-        i,
-        &h,
-        &d,
-        &ple.post_norm,
-        Some(blocks::scalar_weight(w, i)?),
-        Composition::SingleToken,
-    )
 }
 
 /// Layers 3, 4, 9, 10, 14. Sliding attention over its own 8-bit group-64 ring cache; dense
@@ -190,62 +178,12 @@ fn donor_sliding_q8g64_ple_scalar(
     let m = s.m;
     let offset = cache.offset() as i32;
     let [q, k, v] = s
-        .attention_inputs(
-            i,
-            donor_sliding_q8g64_ple_scalar_pre,
-            h,
-            &m.rope_sliding,
-            offset,
-        )?;
+        .attention_inputs(i, pre_donor_sliding, h, &m.rope_sliding, offset)?;
     let (keys, values) = cache.update_and_fetch(&k, &v)?;
     let o = sdpa_quantized(&q, &keys, &values, Q8G64, s.mask(LayerType::Sliding))?;
     let pli = s.per_layer_input(i)?.clone();
-    let h = s.run_post(i, donor_sliding_q8g64_ple_scalar_post, &[h, &o, &pli])?;
+    let h = s.run_post(i, post_dense_ple_scalar, &[h, &o, &pli])?;
     Ok(h)
-}
-
-/// Before RoPE and the cache update of layers 5, 17: `[h] -> [q, k, v]`.
-fn donor_full_q4g64_ple_scalar_pre(
-    m: &Gemma4,
-    i: usize,
-    a: &[Array],
-) -> Result<Vec<Array>> {
-    let [h] = step::args("donor_full_q4g64_ple_scalar_pre", i, a)?;
-    let w = &m.weights.layers[i];
-    let head_dim = m.config.global_head_dim as i32;
-    let x = blocks::input_norm(m, w, &h)?;
-    let (q, k, v) = blocks::queries_keys_values(
-        m,
-        &w.attn,
-        &x,
-        head_dim,
-        false,
-        Composition::SingleToken,
-    )?;
-    Ok(vec![q, k, v])
-}
-
-/// After attention of layers 5, 17: `[h, o, pli] -> [h]`.
-fn donor_full_q4g64_ple_scalar_post(
-    m: &Gemma4,
-    i: usize,
-    a: &[Array],
-) -> Result<Vec<Array>> {
-    let [h, o, pli] = step::args("donor_full_q4g64_ple_scalar_post", i, a)?;
-    let w = &m.weights.layers[i];
-    let (h, f) = blocks::attention_residual(m, w, &h, &o, Composition::SingleToken)?;
-    let h = blocks::ffn_residual(m, w, &h, &f, Composition::SingleToken)?;
-    let ple = blocks::ple_weights(w, i)?;
-    let d = blocks::per_layer_raw(m, ple, &h, &pli, Composition::SingleToken)?;
-    blocks::layer_end(
-        m,
-        i,
-        &h,
-        &d,
-        &ple.post_norm,
-        Some(blocks::scalar_weight(w, i)?),
-        Composition::SingleToken,
-    )
 }
 
 /// Layers 5, 17. Full attention over its own 4-bit group-64 growing cache; dense MLP;
@@ -258,57 +196,12 @@ fn donor_full_q4g64_ple_scalar(
 ) -> Result<Array> {
     let m = s.m;
     let offset = cache.offset() as i32;
-    let [q, k, v] = s
-        .attention_inputs(i, donor_full_q4g64_ple_scalar_pre, h, &m.rope_full, offset)?;
+    let [q, k, v] = s.attention_inputs(i, pre_donor_full, h, &m.rope_full, offset)?;
     let (keys, values) = cache.update_and_fetch(&k, &v)?;
     let o = sdpa_quantized(&q, &keys, &values, Q4G64, s.mask(LayerType::Full))?;
     let pli = s.per_layer_input(i)?.clone();
-    let h = s.run_post(i, donor_full_q4g64_ple_scalar_post, &[h, &o, &pli])?;
+    let h = s.run_post(i, post_dense_ple_scalar, &[h, &o, &pli])?;
     Ok(h)
-}
-
-/// Before RoPE and the cache update of layer 11: `[h] -> [q, k, v]`.
-fn donor_full_q8g64_ple_scalar_pre(
-    m: &Gemma4,
-    i: usize,
-    a: &[Array],
-) -> Result<Vec<Array>> {
-    let [h] = step::args("donor_full_q8g64_ple_scalar_pre", i, a)?;
-    let w = &m.weights.layers[i];
-    let head_dim = m.config.global_head_dim as i32;
-    let x = blocks::input_norm(m, w, &h)?;
-    let (q, k, v) = blocks::queries_keys_values(
-        m,
-        &w.attn,
-        &x,
-        head_dim,
-        false,
-        Composition::SingleToken,
-    )?;
-    Ok(vec![q, k, v])
-}
-
-/// After attention of layer 11: `[h, o, pli] -> [h]`.
-fn donor_full_q8g64_ple_scalar_post(
-    m: &Gemma4,
-    i: usize,
-    a: &[Array],
-) -> Result<Vec<Array>> {
-    let [h, o, pli] = step::args("donor_full_q8g64_ple_scalar_post", i, a)?;
-    let w = &m.weights.layers[i];
-    let (h, f) = blocks::attention_residual(m, w, &h, &o, Composition::SingleToken)?;
-    let h = blocks::ffn_residual(m, w, &h, &f, Composition::SingleToken)?;
-    let ple = blocks::ple_weights(w, i)?;
-    let d = blocks::per_layer_raw(m, ple, &h, &pli, Composition::SingleToken)?;
-    blocks::layer_end(
-        m,
-        i,
-        &h,
-        &d,
-        &ple.post_norm,
-        Some(blocks::scalar_weight(w, i)?),
-        Composition::SingleToken,
-    )
 }
 
 /// Layer 11. Full attention over its own 8-bit group-64 growing cache; dense MLP;
@@ -321,57 +214,12 @@ fn donor_full_q8g64_ple_scalar(
 ) -> Result<Array> {
     let m = s.m;
     let offset = cache.offset() as i32;
-    let [q, k, v] = s
-        .attention_inputs(i, donor_full_q8g64_ple_scalar_pre, h, &m.rope_full, offset)?;
+    let [q, k, v] = s.attention_inputs(i, pre_donor_full, h, &m.rope_full, offset)?;
     let (keys, values) = cache.update_and_fetch(&k, &v)?;
     let o = sdpa_quantized(&q, &keys, &values, Q8G64, s.mask(LayerType::Full))?;
     let pli = s.per_layer_input(i)?.clone();
-    let h = s.run_post(i, donor_full_q8g64_ple_scalar_post, &[h, &o, &pli])?;
+    let h = s.run_post(i, post_dense_ple_scalar, &[h, &o, &pli])?;
     Ok(h)
-}
-
-/// Before RoPE and the cache update of layer 22: `[h] -> [q, k, v]`.
-fn donor_sliding_q4g64_ple_scalar_export_pre(
-    m: &Gemma4,
-    i: usize,
-    a: &[Array],
-) -> Result<Vec<Array>> {
-    let [h] = step::args("donor_sliding_q4g64_ple_scalar_export_pre", i, a)?;
-    let w = &m.weights.layers[i];
-    let head_dim = m.config.head_dim as i32;
-    let x = blocks::input_norm(m, w, &h)?;
-    let (q, k, v) = blocks::queries_keys_values(
-        m,
-        &w.attn,
-        &x,
-        head_dim,
-        false,
-        Composition::SingleToken,
-    )?;
-    Ok(vec![q, k, v])
-}
-
-/// After attention of layer 22: `[h, o, pli] -> [h]`.
-fn donor_sliding_q4g64_ple_scalar_export_post(
-    m: &Gemma4,
-    i: usize,
-    a: &[Array],
-) -> Result<Vec<Array>> {
-    let [h, o, pli] = step::args("donor_sliding_q4g64_ple_scalar_export_post", i, a)?;
-    let w = &m.weights.layers[i];
-    let (h, f) = blocks::attention_residual(m, w, &h, &o, Composition::SingleToken)?;
-    let h = blocks::ffn_residual(m, w, &h, &f, Composition::SingleToken)?;
-    let ple = blocks::ple_weights(w, i)?;
-    let d = blocks::per_layer_raw(m, ple, &h, &pli, Composition::SingleToken)?;
-    blocks::layer_end(
-        m,
-        i,
-        &h,
-        &d,
-        &ple.post_norm,
-        Some(blocks::scalar_weight(w, i)?),
-        Composition::SingleToken,
-    )
 }
 
 /// Layer 22. Sliding attention over its own 4-bit group-64 ring cache; dense MLP;
@@ -385,17 +233,11 @@ fn donor_sliding_q4g64_ple_scalar_export(
     let m = s.m;
     let offset = cache.offset() as i32;
     let [q, k, v] = s
-        .attention_inputs(
-            i,
-            donor_sliding_q4g64_ple_scalar_export_pre,
-            h,
-            &m.rope_sliding,
-            offset,
-        )?;
+        .attention_inputs(i, pre_donor_sliding, h, &m.rope_sliding, offset)?;
     let (keys, values) = cache.update_and_fetch(&k, &v)?;
     let o = sdpa_quantized(&q, &keys, &values, Q4G64, s.mask(LayerType::Sliding))?;
     let pli = s.per_layer_input(i)?.clone();
-    let h = s.run_post(i, donor_sliding_q4g64_ple_scalar_export_post, &[h, &o, &pli])?;
+    let h = s.run_post(i, post_dense_ple_scalar, &[h, &o, &pli])?;
     let shared = SharedKv {
         kv: Kv::Quant {
             keys,
@@ -405,50 +247,6 @@ fn donor_sliding_q4g64_ple_scalar_export(
         offset,
     };
     Ok((h, shared))
-}
-
-/// Before RoPE and the cache update of layer 23: `[h] -> [q, k, v]`.
-fn donor_full_q4g64_ple_scalar_export_pre(
-    m: &Gemma4,
-    i: usize,
-    a: &[Array],
-) -> Result<Vec<Array>> {
-    let [h] = step::args("donor_full_q4g64_ple_scalar_export_pre", i, a)?;
-    let w = &m.weights.layers[i];
-    let head_dim = m.config.global_head_dim as i32;
-    let x = blocks::input_norm(m, w, &h)?;
-    let (q, k, v) = blocks::queries_keys_values(
-        m,
-        &w.attn,
-        &x,
-        head_dim,
-        false,
-        Composition::SingleToken,
-    )?;
-    Ok(vec![q, k, v])
-}
-
-/// After attention of layer 23: `[h, o, pli] -> [h]`.
-fn donor_full_q4g64_ple_scalar_export_post(
-    m: &Gemma4,
-    i: usize,
-    a: &[Array],
-) -> Result<Vec<Array>> {
-    let [h, o, pli] = step::args("donor_full_q4g64_ple_scalar_export_post", i, a)?;
-    let w = &m.weights.layers[i];
-    let (h, f) = blocks::attention_residual(m, w, &h, &o, Composition::SingleToken)?;
-    let h = blocks::ffn_residual(m, w, &h, &f, Composition::SingleToken)?;
-    let ple = blocks::ple_weights(w, i)?;
-    let d = blocks::per_layer_raw(m, ple, &h, &pli, Composition::SingleToken)?;
-    blocks::layer_end(
-        m,
-        i,
-        &h,
-        &d,
-        &ple.post_norm,
-        Some(blocks::scalar_weight(w, i)?),
-        Composition::SingleToken,
-    )
 }
 
 /// Layer 23. Full attention over its own 4-bit group-64 growing cache; dense MLP;
@@ -461,18 +259,11 @@ fn donor_full_q4g64_ple_scalar_export(
 ) -> Result<(Array, SharedKv)> {
     let m = s.m;
     let offset = cache.offset() as i32;
-    let [q, k, v] = s
-        .attention_inputs(
-            i,
-            donor_full_q4g64_ple_scalar_export_pre,
-            h,
-            &m.rope_full,
-            offset,
-        )?;
+    let [q, k, v] = s.attention_inputs(i, pre_donor_full, h, &m.rope_full, offset)?;
     let (keys, values) = cache.update_and_fetch(&k, &v)?;
     let o = sdpa_quantized(&q, &keys, &values, Q4G64, s.mask(LayerType::Full))?;
     let pli = s.per_layer_input(i)?.clone();
-    let h = s.run_post(i, donor_full_q4g64_ple_scalar_export_post, &[h, &o, &pli])?;
+    let h = s.run_post(i, post_dense_ple_scalar, &[h, &o, &pli])?;
     let shared = SharedKv {
         kv: Kv::Quant {
             keys,
@@ -482,48 +273,6 @@ fn donor_full_q4g64_ple_scalar_export(
         offset,
     };
     Ok((h, shared))
-}
-
-/// Before RoPE and attention of layers 24-28, 30-34, 36-40: `[h] -> [q]`.
-fn sharer_sliding_q4g64_ple_scalar_pre(
-    m: &Gemma4,
-    i: usize,
-    a: &[Array],
-) -> Result<Vec<Array>> {
-    let [h] = step::args("sharer_sliding_q4g64_ple_scalar_pre", i, a)?;
-    let w = &m.weights.layers[i];
-    let x = blocks::input_norm(m, w, &h)?;
-    let q = blocks::queries(
-        m,
-        &w.attn,
-        &x,
-        m.config.head_dim as i32,
-        Composition::SingleToken,
-    )?;
-    Ok(vec![q])
-}
-
-/// After attention of layers 24-28, 30-34, 36-40: `[h, o, pli] -> [h]`.
-fn sharer_sliding_q4g64_ple_scalar_post(
-    m: &Gemma4,
-    i: usize,
-    a: &[Array],
-) -> Result<Vec<Array>> {
-    let [h, o, pli] = step::args("sharer_sliding_q4g64_ple_scalar_post", i, a)?;
-    let w = &m.weights.layers[i];
-    let (h, f) = blocks::attention_residual(m, w, &h, &o, Composition::SingleToken)?;
-    let h = blocks::ffn_residual(m, w, &h, &f, Composition::SingleToken)?;
-    let ple = blocks::ple_weights(w, i)?;
-    let d = blocks::per_layer_raw(m, ple, &h, &pli, Composition::SingleToken)?;
-    blocks::layer_end(
-        m,
-        i,
-        &h,
-        &d,
-        &ple.post_norm,
-        Some(blocks::scalar_weight(w, i)?),
-        Composition::SingleToken,
-    )
 }
 
 /// Layers 24-28, 30-34, 36-40. Sliding attention over the 4-bit group-64 K/V its donor
@@ -539,59 +288,11 @@ fn sharer_sliding_q4g64_ple_scalar(
         return Err(unexpected_kv(i, "4-bit group-64"));
     };
     let [q] = s
-        .attention_inputs(
-            i,
-            sharer_sliding_q4g64_ple_scalar_pre,
-            h,
-            &m.rope_sliding,
-            shared.offset,
-        )?;
+        .attention_inputs(i, pre_sharer_sliding, h, &m.rope_sliding, shared.offset)?;
     let o = sdpa_quantized(&q, keys, values, Q4G64, s.mask(LayerType::Sliding))?;
     let pli = s.per_layer_input(i)?.clone();
-    let h = s.run_post(i, sharer_sliding_q4g64_ple_scalar_post, &[h, &o, &pli])?;
+    let h = s.run_post(i, post_dense_ple_scalar, &[h, &o, &pli])?;
     Ok(h)
-}
-
-/// Before RoPE and attention of layers 29, 35, 41: `[h] -> [q]`.
-fn sharer_full_q4g64_ple_scalar_pre(
-    m: &Gemma4,
-    i: usize,
-    a: &[Array],
-) -> Result<Vec<Array>> {
-    let [h] = step::args("sharer_full_q4g64_ple_scalar_pre", i, a)?;
-    let w = &m.weights.layers[i];
-    let x = blocks::input_norm(m, w, &h)?;
-    let q = blocks::queries(
-        m,
-        &w.attn,
-        &x,
-        m.config.global_head_dim as i32,
-        Composition::SingleToken,
-    )?;
-    Ok(vec![q])
-}
-
-/// After attention of layers 29, 35, 41: `[h, o, pli] -> [h]`.
-fn sharer_full_q4g64_ple_scalar_post(
-    m: &Gemma4,
-    i: usize,
-    a: &[Array],
-) -> Result<Vec<Array>> {
-    let [h, o, pli] = step::args("sharer_full_q4g64_ple_scalar_post", i, a)?;
-    let w = &m.weights.layers[i];
-    let (h, f) = blocks::attention_residual(m, w, &h, &o, Composition::SingleToken)?;
-    let h = blocks::ffn_residual(m, w, &h, &f, Composition::SingleToken)?;
-    let ple = blocks::ple_weights(w, i)?;
-    let d = blocks::per_layer_raw(m, ple, &h, &pli, Composition::SingleToken)?;
-    blocks::layer_end(
-        m,
-        i,
-        &h,
-        &d,
-        &ple.post_norm,
-        Some(blocks::scalar_weight(w, i)?),
-        Composition::SingleToken,
-    )
 }
 
 /// Layers 29, 35, 41. Full attention over the 4-bit group-64 K/V its donor fetched this
@@ -606,191 +307,12 @@ fn sharer_full_q4g64_ple_scalar(
     let Kv::Quant { keys, values, spec: Q4G64 } = &shared.kv else {
         return Err(unexpected_kv(i, "4-bit group-64"));
     };
-    let [q] = s
-        .attention_inputs(
-            i,
-            sharer_full_q4g64_ple_scalar_pre,
-            h,
-            &m.rope_full,
-            shared.offset,
-        )?;
+    let [q] = s.attention_inputs(i, pre_sharer_full, h, &m.rope_full, shared.offset)?;
     let o = sdpa_quantized(&q, keys, values, Q4G64, s.mask(LayerType::Full))?;
     let pli = s.per_layer_input(i)?.clone();
-    let h = s.run_post(i, sharer_full_q4g64_ple_scalar_post, &[h, &o, &pli])?;
+    let h = s.run_post(i, post_dense_ple_scalar, &[h, &o, &pli])?;
     Ok(h)
 }
-
-/// The stages of each of the 42 layers, compiled for single-token steps.
-const STAGES: [LayerStages; 42] = [
-    LayerStages {
-        pre: donor_sliding_q4g64_ple_scalar_pre,
-        post: donor_sliding_q4g64_ple_scalar_post,
-    },
-    LayerStages {
-        pre: donor_sliding_q4g64_ple_scalar_pre,
-        post: donor_sliding_q4g64_ple_scalar_post,
-    },
-    LayerStages {
-        pre: donor_sliding_q4g64_ple_scalar_pre,
-        post: donor_sliding_q4g64_ple_scalar_post,
-    },
-    LayerStages {
-        pre: donor_sliding_q8g64_ple_scalar_pre,
-        post: donor_sliding_q8g64_ple_scalar_post,
-    },
-    LayerStages {
-        pre: donor_sliding_q8g64_ple_scalar_pre,
-        post: donor_sliding_q8g64_ple_scalar_post,
-    },
-    LayerStages {
-        pre: donor_full_q4g64_ple_scalar_pre,
-        post: donor_full_q4g64_ple_scalar_post,
-    },
-    LayerStages {
-        pre: donor_sliding_q4g64_ple_scalar_pre,
-        post: donor_sliding_q4g64_ple_scalar_post,
-    },
-    LayerStages {
-        pre: donor_sliding_q4g64_ple_scalar_pre,
-        post: donor_sliding_q4g64_ple_scalar_post,
-    },
-    LayerStages {
-        pre: donor_sliding_q4g64_ple_scalar_pre,
-        post: donor_sliding_q4g64_ple_scalar_post,
-    },
-    LayerStages {
-        pre: donor_sliding_q8g64_ple_scalar_pre,
-        post: donor_sliding_q8g64_ple_scalar_post,
-    },
-    LayerStages {
-        pre: donor_sliding_q8g64_ple_scalar_pre,
-        post: donor_sliding_q8g64_ple_scalar_post,
-    },
-    LayerStages {
-        pre: donor_full_q8g64_ple_scalar_pre,
-        post: donor_full_q8g64_ple_scalar_post,
-    },
-    LayerStages {
-        pre: donor_sliding_q4g64_ple_scalar_pre,
-        post: donor_sliding_q4g64_ple_scalar_post,
-    },
-    LayerStages {
-        pre: donor_sliding_q4g64_ple_scalar_pre,
-        post: donor_sliding_q4g64_ple_scalar_post,
-    },
-    LayerStages {
-        pre: donor_sliding_q8g64_ple_scalar_pre,
-        post: donor_sliding_q8g64_ple_scalar_post,
-    },
-    LayerStages {
-        pre: donor_sliding_q4g64_ple_scalar_pre,
-        post: donor_sliding_q4g64_ple_scalar_post,
-    },
-    LayerStages {
-        pre: donor_sliding_q4g64_ple_scalar_pre,
-        post: donor_sliding_q4g64_ple_scalar_post,
-    },
-    LayerStages {
-        pre: donor_full_q4g64_ple_scalar_pre,
-        post: donor_full_q4g64_ple_scalar_post,
-    },
-    LayerStages {
-        pre: donor_sliding_q4g64_ple_scalar_pre,
-        post: donor_sliding_q4g64_ple_scalar_post,
-    },
-    LayerStages {
-        pre: donor_sliding_q4g64_ple_scalar_pre,
-        post: donor_sliding_q4g64_ple_scalar_post,
-    },
-    LayerStages {
-        pre: donor_sliding_q4g64_ple_scalar_pre,
-        post: donor_sliding_q4g64_ple_scalar_post,
-    },
-    LayerStages {
-        pre: donor_sliding_q4g64_ple_scalar_pre,
-        post: donor_sliding_q4g64_ple_scalar_post,
-    },
-    LayerStages {
-        pre: donor_sliding_q4g64_ple_scalar_export_pre,
-        post: donor_sliding_q4g64_ple_scalar_export_post,
-    },
-    LayerStages {
-        pre: donor_full_q4g64_ple_scalar_export_pre,
-        post: donor_full_q4g64_ple_scalar_export_post,
-    },
-    LayerStages {
-        pre: sharer_sliding_q4g64_ple_scalar_pre,
-        post: sharer_sliding_q4g64_ple_scalar_post,
-    },
-    LayerStages {
-        pre: sharer_sliding_q4g64_ple_scalar_pre,
-        post: sharer_sliding_q4g64_ple_scalar_post,
-    },
-    LayerStages {
-        pre: sharer_sliding_q4g64_ple_scalar_pre,
-        post: sharer_sliding_q4g64_ple_scalar_post,
-    },
-    LayerStages {
-        pre: sharer_sliding_q4g64_ple_scalar_pre,
-        post: sharer_sliding_q4g64_ple_scalar_post,
-    },
-    LayerStages {
-        pre: sharer_sliding_q4g64_ple_scalar_pre,
-        post: sharer_sliding_q4g64_ple_scalar_post,
-    },
-    LayerStages {
-        pre: sharer_full_q4g64_ple_scalar_pre,
-        post: sharer_full_q4g64_ple_scalar_post,
-    },
-    LayerStages {
-        pre: sharer_sliding_q4g64_ple_scalar_pre,
-        post: sharer_sliding_q4g64_ple_scalar_post,
-    },
-    LayerStages {
-        pre: sharer_sliding_q4g64_ple_scalar_pre,
-        post: sharer_sliding_q4g64_ple_scalar_post,
-    },
-    LayerStages {
-        pre: sharer_sliding_q4g64_ple_scalar_pre,
-        post: sharer_sliding_q4g64_ple_scalar_post,
-    },
-    LayerStages {
-        pre: sharer_sliding_q4g64_ple_scalar_pre,
-        post: sharer_sliding_q4g64_ple_scalar_post,
-    },
-    LayerStages {
-        pre: sharer_sliding_q4g64_ple_scalar_pre,
-        post: sharer_sliding_q4g64_ple_scalar_post,
-    },
-    LayerStages {
-        pre: sharer_full_q4g64_ple_scalar_pre,
-        post: sharer_full_q4g64_ple_scalar_post,
-    },
-    LayerStages {
-        pre: sharer_sliding_q4g64_ple_scalar_pre,
-        post: sharer_sliding_q4g64_ple_scalar_post,
-    },
-    LayerStages {
-        pre: sharer_sliding_q4g64_ple_scalar_pre,
-        post: sharer_sliding_q4g64_ple_scalar_post,
-    },
-    LayerStages {
-        pre: sharer_sliding_q4g64_ple_scalar_pre,
-        post: sharer_sliding_q4g64_ple_scalar_post,
-    },
-    LayerStages {
-        pre: sharer_sliding_q4g64_ple_scalar_pre,
-        post: sharer_sliding_q4g64_ple_scalar_post,
-    },
-    LayerStages {
-        pre: sharer_sliding_q4g64_ple_scalar_pre,
-        post: sharer_sliding_q4g64_ple_scalar_post,
-    },
-    LayerStages {
-        pre: sharer_full_q4g64_ple_scalar_pre,
-        post: sharer_full_q4g64_ple_scalar_post,
-    },
-];
 
 /// The 42 layers of gemma4-e4b, unrolled: one call per layer, every cache kind and
 /// quantization resolved. With `segments` (single-token steps) every stage runs compiled.
@@ -867,14 +389,13 @@ pub fn forward_layers(
 /// [`forward_layers`], the monolith behind it, and a count of the calls the fast path took.
 pub type Gemma4E4b = Specialized<Gemma4>;
 
-/// What the runtime needs of gemma4-e4b: id, fingerprint, source folder, cache signatures,
-/// stages and the unrolled layers.
+/// What the runtime needs of gemma4-e4b: id, fingerprint, source folder, cache signatures
+/// and the unrolled layers.
 pub static SPECIALIZATION: Specialization<Gemma4> = Specialization {
     id: "gemma4-e4b-generated",
     fingerprint: FINGERPRINT,
     source: "generated/models/gemma4-e4b",
     cache_signatures: &CACHE_SIGNATURES,
-    stages: &STAGES,
     forward_layers,
 };
 

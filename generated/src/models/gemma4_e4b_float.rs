@@ -15,7 +15,7 @@ use runtime::error::Result;
 use runtime::mlx_rs::Array;
 use runtime::model::gemma4::blocks::{self, SharedKv, Composition};
 use runtime::config::LayerType;
-use runtime::model::gemma4::step::{self, DecodeSegments, LayerStages, Step};
+use runtime::model::gemma4::step::{self, DecodeSegments, Step};
 use runtime::model::gemma4::Gemma4;
 use runtime::nn::sdpa_with;
 use runtime::registry::Implementation;
@@ -53,13 +53,9 @@ pub const CACHE_SIGNATURES: [CacheSignature; 24] = [
     CacheSignature::Plain,
 ];
 
-/// Before RoPE and the cache update of layers 0-4, 6-10, 12-16, 18-21: `[h] -> [q, k, v]`.
-fn donor_sliding_plain_ple_scalar_pre(
-    m: &Gemma4,
-    i: usize,
-    a: &[Array],
-) -> Result<Vec<Array>> {
-    let [h] = step::args("donor_sliding_plain_ple_scalar_pre", i, a)?;
+/// Before RoPE and the cache update of layers 0-4, 6-10, 12-16, 18-22: `[h] -> [q, k, v]`.
+fn pre_donor_sliding(m: &Gemma4, i: usize, a: &[Array]) -> Result<Vec<Array>> {
+    let [h] = step::args("pre_donor_sliding", i, a)?;
     let w = &m.weights.layers[i];
     let head_dim = m.config.head_dim as i32;
     let x = blocks::input_norm(m, w, &h)?;
@@ -74,13 +70,56 @@ fn donor_sliding_plain_ple_scalar_pre(
     Ok(vec![q, k, v])
 }
 
-/// After attention of layers 0-4, 6-10, 12-16, 18-21: `[h, o, pli] -> [h]`.
-fn donor_sliding_plain_ple_scalar_post(
-    m: &Gemma4,
-    i: usize,
-    a: &[Array],
-) -> Result<Vec<Array>> {
-    let [h, o, pli] = step::args("donor_sliding_plain_ple_scalar_post", i, a)?;
+/// Before RoPE and the cache update of layers 5, 11, 17, 23: `[h] -> [q, k, v]`.
+fn pre_donor_full(m: &Gemma4, i: usize, a: &[Array]) -> Result<Vec<Array>> {
+    let [h] = step::args("pre_donor_full", i, a)?;
+    let w = &m.weights.layers[i];
+    let head_dim = m.config.global_head_dim as i32;
+    let x = blocks::input_norm(m, w, &h)?;
+    let (q, k, v) = blocks::queries_keys_values(
+        m,
+        &w.attn,
+        &x,
+        head_dim,
+        false,
+        Composition::SingleToken,
+    )?;
+    Ok(vec![q, k, v])
+}
+
+/// Before RoPE and the cache update of layers 24-28, 30-34, 36-40: `[h] -> [q]`.
+fn pre_sharer_sliding(m: &Gemma4, i: usize, a: &[Array]) -> Result<Vec<Array>> {
+    let [h] = step::args("pre_sharer_sliding", i, a)?;
+    let w = &m.weights.layers[i];
+    let x = blocks::input_norm(m, w, &h)?;
+    let q = blocks::queries(
+        m,
+        &w.attn,
+        &x,
+        m.config.head_dim as i32,
+        Composition::SingleToken,
+    )?;
+    Ok(vec![q])
+}
+
+/// Before RoPE and the cache update of layers 29, 35, 41: `[h] -> [q]`.
+fn pre_sharer_full(m: &Gemma4, i: usize, a: &[Array]) -> Result<Vec<Array>> {
+    let [h] = step::args("pre_sharer_full", i, a)?;
+    let w = &m.weights.layers[i];
+    let x = blocks::input_norm(m, w, &h)?;
+    let q = blocks::queries(
+        m,
+        &w.attn,
+        &x,
+        m.config.global_head_dim as i32,
+        Composition::SingleToken,
+    )?;
+    Ok(vec![q])
+}
+
+/// After attention of layers 0-41: `[h, o, pli] -> [h]`.
+fn post_dense_ple_scalar(m: &Gemma4, i: usize, a: &[Array]) -> Result<Vec<Array>> {
+    let [h, o, pli] = step::args("post_dense_ple_scalar", i, a)?;
     let w = &m.weights.layers[i];
     let (h, f) = blocks::attention_residual(m, w, &h, &o, Composition::SingleToken)?;
     let h = blocks::ffn_residual(m, w, &h, &f, Composition::SingleToken)?;
@@ -108,13 +147,7 @@ fn donor_sliding_plain_ple_scalar(
     let m = s.m;
     let offset = cache.offset() as i32;
     let [q, k, v] = s
-        .attention_inputs(
-            i,
-            donor_sliding_plain_ple_scalar_pre,
-            h,
-            &m.rope_sliding,
-            offset,
-        )?;
+        .attention_inputs(i, pre_donor_sliding, h, &m.rope_sliding, offset)?;
     let (keys, values) = cache.update_and_fetch(&k, &v)?;
     let o = sdpa_with(
         &q,
@@ -124,52 +157,8 @@ fn donor_sliding_plain_ple_scalar(
         Composition::SingleToken,
     )?;
     let pli = s.per_layer_input(i)?.clone();
-    let h = s.run_post(i, donor_sliding_plain_ple_scalar_post, &[h, &o, &pli])?;
+    let h = s.run_post(i, post_dense_ple_scalar, &[h, &o, &pli])?;
     Ok(h)
-}
-
-/// Before RoPE and the cache update of layers 5, 11, 17: `[h] -> [q, k, v]`.
-fn donor_full_plain_ple_scalar_pre(
-    m: &Gemma4,
-    i: usize,
-    a: &[Array],
-) -> Result<Vec<Array>> {
-    let [h] = step::args("donor_full_plain_ple_scalar_pre", i, a)?;
-    let w = &m.weights.layers[i];
-    let head_dim = m.config.global_head_dim as i32;
-    let x = blocks::input_norm(m, w, &h)?;
-    let (q, k, v) = blocks::queries_keys_values(
-        m,
-        &w.attn,
-        &x,
-        head_dim,
-        false,
-        Composition::SingleToken,
-    )?;
-    Ok(vec![q, k, v])
-}
-
-/// After attention of layers 5, 11, 17: `[h, o, pli] -> [h]`.
-fn donor_full_plain_ple_scalar_post(
-    m: &Gemma4,
-    i: usize,
-    a: &[Array],
-) -> Result<Vec<Array>> {
-    let [h, o, pli] = step::args("donor_full_plain_ple_scalar_post", i, a)?;
-    let w = &m.weights.layers[i];
-    let (h, f) = blocks::attention_residual(m, w, &h, &o, Composition::SingleToken)?;
-    let h = blocks::ffn_residual(m, w, &h, &f, Composition::SingleToken)?;
-    let ple = blocks::ple_weights(w, i)?;
-    let d = blocks::per_layer_raw(m, ple, &h, &pli, Composition::SingleToken)?;
-    blocks::layer_end(
-        m,
-        i,
-        &h,
-        &d,
-        &ple.post_norm,
-        Some(blocks::scalar_weight(w, i)?),
-        Composition::SingleToken,
-    )
 }
 
 /// Layers 5, 11, 17. Full attention over its own float growing cache; dense MLP;
@@ -182,8 +171,7 @@ fn donor_full_plain_ple_scalar(
 ) -> Result<Array> {
     let m = s.m;
     let offset = cache.offset() as i32;
-    let [q, k, v] = s
-        .attention_inputs(i, donor_full_plain_ple_scalar_pre, h, &m.rope_full, offset)?;
+    let [q, k, v] = s.attention_inputs(i, pre_donor_full, h, &m.rope_full, offset)?;
     let (keys, values) = cache.update_and_fetch(&k, &v)?;
     let o = sdpa_with(
         &q,
@@ -193,52 +181,8 @@ fn donor_full_plain_ple_scalar(
         Composition::SingleToken,
     )?;
     let pli = s.per_layer_input(i)?.clone();
-    let h = s.run_post(i, donor_full_plain_ple_scalar_post, &[h, &o, &pli])?;
+    let h = s.run_post(i, post_dense_ple_scalar, &[h, &o, &pli])?;
     Ok(h)
-}
-
-/// Before RoPE and the cache update of layer 22: `[h] -> [q, k, v]`.
-fn donor_sliding_plain_ple_scalar_export_pre(
-    m: &Gemma4,
-    i: usize,
-    a: &[Array],
-) -> Result<Vec<Array>> {
-    let [h] = step::args("donor_sliding_plain_ple_scalar_export_pre", i, a)?;
-    let w = &m.weights.layers[i];
-    let head_dim = m.config.head_dim as i32;
-    let x = blocks::input_norm(m, w, &h)?;
-    let (q, k, v) = blocks::queries_keys_values(
-        m,
-        &w.attn,
-        &x,
-        head_dim,
-        false,
-        Composition::SingleToken,
-    )?;
-    Ok(vec![q, k, v])
-}
-
-/// After attention of layer 22: `[h, o, pli] -> [h]`.
-fn donor_sliding_plain_ple_scalar_export_post(
-    m: &Gemma4,
-    i: usize,
-    a: &[Array],
-) -> Result<Vec<Array>> {
-    let [h, o, pli] = step::args("donor_sliding_plain_ple_scalar_export_post", i, a)?;
-    let w = &m.weights.layers[i];
-    let (h, f) = blocks::attention_residual(m, w, &h, &o, Composition::SingleToken)?;
-    let h = blocks::ffn_residual(m, w, &h, &f, Composition::SingleToken)?;
-    let ple = blocks::ple_weights(w, i)?;
-    let d = blocks::per_layer_raw(m, ple, &h, &pli, Composition::SingleToken)?;
-    blocks::layer_end(
-        m,
-        i,
-        &h,
-        &d,
-        &ple.post_norm,
-        Some(blocks::scalar_weight(w, i)?),
-        Composition::SingleToken,
-    )
 }
 
 /// Layer 22. Sliding attention over its own float ring cache; dense MLP; per-layer-input
@@ -252,13 +196,7 @@ fn donor_sliding_plain_ple_scalar_export(
     let m = s.m;
     let offset = cache.offset() as i32;
     let [q, k, v] = s
-        .attention_inputs(
-            i,
-            donor_sliding_plain_ple_scalar_export_pre,
-            h,
-            &m.rope_sliding,
-            offset,
-        )?;
+        .attention_inputs(i, pre_donor_sliding, h, &m.rope_sliding, offset)?;
     let (keys, values) = cache.update_and_fetch(&k, &v)?;
     let o = sdpa_with(
         &q,
@@ -268,56 +206,12 @@ fn donor_sliding_plain_ple_scalar_export(
         Composition::SingleToken,
     )?;
     let pli = s.per_layer_input(i)?.clone();
-    let h = s.run_post(i, donor_sliding_plain_ple_scalar_export_post, &[h, &o, &pli])?;
+    let h = s.run_post(i, post_dense_ple_scalar, &[h, &o, &pli])?;
     let shared = SharedKv {
         kv: Kv::Float { keys, values },
         offset,
     };
     Ok((h, shared))
-}
-
-/// Before RoPE and the cache update of layer 23: `[h] -> [q, k, v]`.
-fn donor_full_plain_ple_scalar_export_pre(
-    m: &Gemma4,
-    i: usize,
-    a: &[Array],
-) -> Result<Vec<Array>> {
-    let [h] = step::args("donor_full_plain_ple_scalar_export_pre", i, a)?;
-    let w = &m.weights.layers[i];
-    let head_dim = m.config.global_head_dim as i32;
-    let x = blocks::input_norm(m, w, &h)?;
-    let (q, k, v) = blocks::queries_keys_values(
-        m,
-        &w.attn,
-        &x,
-        head_dim,
-        false,
-        Composition::SingleToken,
-    )?;
-    Ok(vec![q, k, v])
-}
-
-/// After attention of layer 23: `[h, o, pli] -> [h]`.
-fn donor_full_plain_ple_scalar_export_post(
-    m: &Gemma4,
-    i: usize,
-    a: &[Array],
-) -> Result<Vec<Array>> {
-    let [h, o, pli] = step::args("donor_full_plain_ple_scalar_export_post", i, a)?;
-    let w = &m.weights.layers[i];
-    let (h, f) = blocks::attention_residual(m, w, &h, &o, Composition::SingleToken)?;
-    let h = blocks::ffn_residual(m, w, &h, &f, Composition::SingleToken)?;
-    let ple = blocks::ple_weights(w, i)?;
-    let d = blocks::per_layer_raw(m, ple, &h, &pli, Composition::SingleToken)?;
-    blocks::layer_end(
-        m,
-        i,
-        &h,
-        &d,
-        &ple.post_norm,
-        Some(blocks::scalar_weight(w, i)?),
-        Composition::SingleToken,
-    )
 }
 
 /// Layer 23. Full attention over its own float growing cache; dense MLP; per-layer-input
@@ -330,14 +224,7 @@ fn donor_full_plain_ple_scalar_export(
 ) -> Result<(Array, SharedKv)> {
     let m = s.m;
     let offset = cache.offset() as i32;
-    let [q, k, v] = s
-        .attention_inputs(
-            i,
-            donor_full_plain_ple_scalar_export_pre,
-            h,
-            &m.rope_full,
-            offset,
-        )?;
+    let [q, k, v] = s.attention_inputs(i, pre_donor_full, h, &m.rope_full, offset)?;
     let (keys, values) = cache.update_and_fetch(&k, &v)?;
     let o = sdpa_with(
         &q,
@@ -347,54 +234,12 @@ fn donor_full_plain_ple_scalar_export(
         Composition::SingleToken,
     )?;
     let pli = s.per_layer_input(i)?.clone();
-    let h = s.run_post(i, donor_full_plain_ple_scalar_export_post, &[h, &o, &pli])?;
+    let h = s.run_post(i, post_dense_ple_scalar, &[h, &o, &pli])?;
     let shared = SharedKv {
         kv: Kv::Float { keys, values },
         offset,
     };
     Ok((h, shared))
-}
-
-/// Before RoPE and attention of layers 24-28, 30-34, 36-40: `[h] -> [q]`.
-fn sharer_sliding_plain_ple_scalar_pre(
-    m: &Gemma4,
-    i: usize,
-    a: &[Array],
-) -> Result<Vec<Array>> {
-    let [h] = step::args("sharer_sliding_plain_ple_scalar_pre", i, a)?;
-    let w = &m.weights.layers[i];
-    let x = blocks::input_norm(m, w, &h)?;
-    let q = blocks::queries(
-        m,
-        &w.attn,
-        &x,
-        m.config.head_dim as i32,
-        Composition::SingleToken,
-    )?;
-    Ok(vec![q])
-}
-
-/// After attention of layers 24-28, 30-34, 36-40: `[h, o, pli] -> [h]`.
-fn sharer_sliding_plain_ple_scalar_post(
-    m: &Gemma4,
-    i: usize,
-    a: &[Array],
-) -> Result<Vec<Array>> {
-    let [h, o, pli] = step::args("sharer_sliding_plain_ple_scalar_post", i, a)?;
-    let w = &m.weights.layers[i];
-    let (h, f) = blocks::attention_residual(m, w, &h, &o, Composition::SingleToken)?;
-    let h = blocks::ffn_residual(m, w, &h, &f, Composition::SingleToken)?;
-    let ple = blocks::ple_weights(w, i)?;
-    let d = blocks::per_layer_raw(m, ple, &h, &pli, Composition::SingleToken)?;
-    blocks::layer_end(
-        m,
-        i,
-        &h,
-        &d,
-        &ple.post_norm,
-        Some(blocks::scalar_weight(w, i)?),
-        Composition::SingleToken,
-    )
 }
 
 /// Layers 24-28, 30-34, 36-40. Sliding attention over the float K/V its donor fetched this
@@ -410,13 +255,7 @@ fn sharer_sliding_plain_ple_scalar(
         return Err(unexpected_kv(i, "float"));
     };
     let [q] = s
-        .attention_inputs(
-            i,
-            sharer_sliding_plain_ple_scalar_pre,
-            h,
-            &m.rope_sliding,
-            shared.offset,
-        )?;
+        .attention_inputs(i, pre_sharer_sliding, h, &m.rope_sliding, shared.offset)?;
     let o = sdpa_with(
         &q,
         keys,
@@ -425,50 +264,8 @@ fn sharer_sliding_plain_ple_scalar(
         Composition::SingleToken,
     )?;
     let pli = s.per_layer_input(i)?.clone();
-    let h = s.run_post(i, sharer_sliding_plain_ple_scalar_post, &[h, &o, &pli])?;
+    let h = s.run_post(i, post_dense_ple_scalar, &[h, &o, &pli])?;
     Ok(h)
-}
-
-/// Before RoPE and attention of layers 29, 35, 41: `[h] -> [q]`.
-fn sharer_full_plain_ple_scalar_pre(
-    m: &Gemma4,
-    i: usize,
-    a: &[Array],
-) -> Result<Vec<Array>> {
-    let [h] = step::args("sharer_full_plain_ple_scalar_pre", i, a)?;
-    let w = &m.weights.layers[i];
-    let x = blocks::input_norm(m, w, &h)?;
-    let q = blocks::queries(
-        m,
-        &w.attn,
-        &x,
-        m.config.global_head_dim as i32,
-        Composition::SingleToken,
-    )?;
-    Ok(vec![q])
-}
-
-/// After attention of layers 29, 35, 41: `[h, o, pli] -> [h]`.
-fn sharer_full_plain_ple_scalar_post(
-    m: &Gemma4,
-    i: usize,
-    a: &[Array],
-) -> Result<Vec<Array>> {
-    let [h, o, pli] = step::args("sharer_full_plain_ple_scalar_post", i, a)?;
-    let w = &m.weights.layers[i];
-    let (h, f) = blocks::attention_residual(m, w, &h, &o, Composition::SingleToken)?;
-    let h = blocks::ffn_residual(m, w, &h, &f, Composition::SingleToken)?;
-    let ple = blocks::ple_weights(w, i)?;
-    let d = blocks::per_layer_raw(m, ple, &h, &pli, Composition::SingleToken)?;
-    blocks::layer_end(
-        m,
-        i,
-        &h,
-        &d,
-        &ple.post_norm,
-        Some(blocks::scalar_weight(w, i)?),
-        Composition::SingleToken,
-    )
 }
 
 /// Layers 29, 35, 41. Full attention over the float K/V its donor fetched this step; dense
@@ -483,14 +280,7 @@ fn sharer_full_plain_ple_scalar(
     let Kv::Float { keys, values } = &shared.kv else {
         return Err(unexpected_kv(i, "float"));
     };
-    let [q] = s
-        .attention_inputs(
-            i,
-            sharer_full_plain_ple_scalar_pre,
-            h,
-            &m.rope_full,
-            shared.offset,
-        )?;
+    let [q] = s.attention_inputs(i, pre_sharer_full, h, &m.rope_full, shared.offset)?;
     let o = sdpa_with(
         &q,
         keys,
@@ -499,181 +289,9 @@ fn sharer_full_plain_ple_scalar(
         Composition::SingleToken,
     )?;
     let pli = s.per_layer_input(i)?.clone();
-    let h = s.run_post(i, sharer_full_plain_ple_scalar_post, &[h, &o, &pli])?;
+    let h = s.run_post(i, post_dense_ple_scalar, &[h, &o, &pli])?;
     Ok(h)
 }
-
-/// The stages of each of the 42 layers, compiled for single-token steps.
-const STAGES: [LayerStages; 42] = [
-    LayerStages {
-        pre: donor_sliding_plain_ple_scalar_pre,
-        post: donor_sliding_plain_ple_scalar_post,
-    },
-    LayerStages {
-        pre: donor_sliding_plain_ple_scalar_pre,
-        post: donor_sliding_plain_ple_scalar_post,
-    },
-    LayerStages {
-        pre: donor_sliding_plain_ple_scalar_pre,
-        post: donor_sliding_plain_ple_scalar_post,
-    },
-    LayerStages {
-        pre: donor_sliding_plain_ple_scalar_pre,
-        post: donor_sliding_plain_ple_scalar_post,
-    },
-    LayerStages {
-        pre: donor_sliding_plain_ple_scalar_pre,
-        post: donor_sliding_plain_ple_scalar_post,
-    },
-    LayerStages {
-        pre: donor_full_plain_ple_scalar_pre,
-        post: donor_full_plain_ple_scalar_post,
-    },
-    LayerStages {
-        pre: donor_sliding_plain_ple_scalar_pre,
-        post: donor_sliding_plain_ple_scalar_post,
-    },
-    LayerStages {
-        pre: donor_sliding_plain_ple_scalar_pre,
-        post: donor_sliding_plain_ple_scalar_post,
-    },
-    LayerStages {
-        pre: donor_sliding_plain_ple_scalar_pre,
-        post: donor_sliding_plain_ple_scalar_post,
-    },
-    LayerStages {
-        pre: donor_sliding_plain_ple_scalar_pre,
-        post: donor_sliding_plain_ple_scalar_post,
-    },
-    LayerStages {
-        pre: donor_sliding_plain_ple_scalar_pre,
-        post: donor_sliding_plain_ple_scalar_post,
-    },
-    LayerStages {
-        pre: donor_full_plain_ple_scalar_pre,
-        post: donor_full_plain_ple_scalar_post,
-    },
-    LayerStages {
-        pre: donor_sliding_plain_ple_scalar_pre,
-        post: donor_sliding_plain_ple_scalar_post,
-    },
-    LayerStages {
-        pre: donor_sliding_plain_ple_scalar_pre,
-        post: donor_sliding_plain_ple_scalar_post,
-    },
-    LayerStages {
-        pre: donor_sliding_plain_ple_scalar_pre,
-        post: donor_sliding_plain_ple_scalar_post,
-    },
-    LayerStages {
-        pre: donor_sliding_plain_ple_scalar_pre,
-        post: donor_sliding_plain_ple_scalar_post,
-    },
-    LayerStages {
-        pre: donor_sliding_plain_ple_scalar_pre,
-        post: donor_sliding_plain_ple_scalar_post,
-    },
-    LayerStages {
-        pre: donor_full_plain_ple_scalar_pre,
-        post: donor_full_plain_ple_scalar_post,
-    },
-    LayerStages {
-        pre: donor_sliding_plain_ple_scalar_pre,
-        post: donor_sliding_plain_ple_scalar_post,
-    },
-    LayerStages {
-        pre: donor_sliding_plain_ple_scalar_pre,
-        post: donor_sliding_plain_ple_scalar_post,
-    },
-    LayerStages {
-        pre: donor_sliding_plain_ple_scalar_pre,
-        post: donor_sliding_plain_ple_scalar_post,
-    },
-    LayerStages {
-        pre: donor_sliding_plain_ple_scalar_pre,
-        post: donor_sliding_plain_ple_scalar_post,
-    },
-    LayerStages {
-        pre: donor_sliding_plain_ple_scalar_export_pre,
-        post: donor_sliding_plain_ple_scalar_export_post,
-    },
-    LayerStages {
-        pre: donor_full_plain_ple_scalar_export_pre,
-        post: donor_full_plain_ple_scalar_export_post,
-    },
-    LayerStages {
-        pre: sharer_sliding_plain_ple_scalar_pre,
-        post: sharer_sliding_plain_ple_scalar_post,
-    },
-    LayerStages {
-        pre: sharer_sliding_plain_ple_scalar_pre,
-        post: sharer_sliding_plain_ple_scalar_post,
-    },
-    LayerStages {
-        pre: sharer_sliding_plain_ple_scalar_pre,
-        post: sharer_sliding_plain_ple_scalar_post,
-    },
-    LayerStages {
-        pre: sharer_sliding_plain_ple_scalar_pre,
-        post: sharer_sliding_plain_ple_scalar_post,
-    },
-    LayerStages {
-        pre: sharer_sliding_plain_ple_scalar_pre,
-        post: sharer_sliding_plain_ple_scalar_post,
-    },
-    LayerStages {
-        pre: sharer_full_plain_ple_scalar_pre,
-        post: sharer_full_plain_ple_scalar_post,
-    },
-    LayerStages {
-        pre: sharer_sliding_plain_ple_scalar_pre,
-        post: sharer_sliding_plain_ple_scalar_post,
-    },
-    LayerStages {
-        pre: sharer_sliding_plain_ple_scalar_pre,
-        post: sharer_sliding_plain_ple_scalar_post,
-    },
-    LayerStages {
-        pre: sharer_sliding_plain_ple_scalar_pre,
-        post: sharer_sliding_plain_ple_scalar_post,
-    },
-    LayerStages {
-        pre: sharer_sliding_plain_ple_scalar_pre,
-        post: sharer_sliding_plain_ple_scalar_post,
-    },
-    LayerStages {
-        pre: sharer_sliding_plain_ple_scalar_pre,
-        post: sharer_sliding_plain_ple_scalar_post,
-    },
-    LayerStages {
-        pre: sharer_full_plain_ple_scalar_pre,
-        post: sharer_full_plain_ple_scalar_post,
-    },
-    LayerStages {
-        pre: sharer_sliding_plain_ple_scalar_pre,
-        post: sharer_sliding_plain_ple_scalar_post,
-    },
-    LayerStages {
-        pre: sharer_sliding_plain_ple_scalar_pre,
-        post: sharer_sliding_plain_ple_scalar_post,
-    },
-    LayerStages {
-        pre: sharer_sliding_plain_ple_scalar_pre,
-        post: sharer_sliding_plain_ple_scalar_post,
-    },
-    LayerStages {
-        pre: sharer_sliding_plain_ple_scalar_pre,
-        post: sharer_sliding_plain_ple_scalar_post,
-    },
-    LayerStages {
-        pre: sharer_sliding_plain_ple_scalar_pre,
-        post: sharer_sliding_plain_ple_scalar_post,
-    },
-    LayerStages {
-        pre: sharer_full_plain_ple_scalar_pre,
-        post: sharer_full_plain_ple_scalar_post,
-    },
-];
 
 /// The 42 layers of gemma4-e4b-float, unrolled: one call per layer, every cache kind and
 /// quantization resolved. With `segments` (single-token steps) every stage runs compiled.
@@ -750,13 +368,12 @@ pub fn forward_layers(
 pub type Gemma4E4bFloat = Specialized<Gemma4>;
 
 /// What the runtime needs of gemma4-e4b-float: id, fingerprint, source folder, cache
-/// signatures, stages and the unrolled layers.
+/// signatures and the unrolled layers.
 pub static SPECIALIZATION: Specialization<Gemma4> = Specialization {
     id: "gemma4-e4b-float-generated",
     fingerprint: FINGERPRINT,
     source: "generated/models/gemma4-e4b-float",
     cache_signatures: &CACHE_SIGNATURES,
-    stages: &STAGES,
     forward_layers,
 };
 

@@ -14,7 +14,7 @@ use runtime::error::Result;
 use runtime::mlx_rs::Array;
 use runtime::model::llama::blocks::{self, Composition};
 use runtime::config::LayerType;
-use runtime::model::llama::step::{self, DecodeSegments, LayerStages, Stage, Step};
+use runtime::model::llama::step::{self, DecodeSegments, Stage, Step};
 use runtime::model::llama::Llama;
 use runtime::nn::scaled::sdpa_quantized_scaled;
 use runtime::quantization::QuantSpec;
@@ -57,9 +57,9 @@ const Q8G64: QuantSpec = QuantSpec {
     group_size: 64,
 };
 
-/// Before RoPE and the cache update of layers 0, 1, 15: `[h] -> [q, k, v]`.
-fn donor_full_q8g64_pre(m: &Llama, i: usize, a: &[Array]) -> Result<Vec<Array>> {
-    let [h] = step::args("donor_full_q8g64_pre", i, a)?;
+/// Before RoPE and the cache update of layers 0-15: `[h] -> [q, k, v]`.
+fn pre_donor_full(m: &Llama, i: usize, a: &[Array]) -> Result<Vec<Array>> {
+    let [h] = step::args("pre_donor_full", i, a)?;
     let w = &m.weights.layers[i];
     let x = blocks::input_norm(m, w, &h)?;
     let (q, k, v) = blocks::queries_keys_values(
@@ -72,9 +72,9 @@ fn donor_full_q8g64_pre(m: &Llama, i: usize, a: &[Array]) -> Result<Vec<Array>> 
     Ok(vec![q, k, v])
 }
 
-/// After attention of layers 0, 1, 15: `[h, o] -> [h]`.
-fn donor_full_q8g64_post(m: &Llama, i: usize, a: &[Array]) -> Result<Vec<Array>> {
-    let [h, o] = step::args("donor_full_q8g64_post", i, a)?;
+/// After attention of layers 0-15: `[h, o] -> [h]`.
+fn post_dense(m: &Llama, i: usize, a: &[Array]) -> Result<Vec<Array>> {
+    let [h, o] = step::args("post_dense", i, a)?;
     let w = &m.weights.layers[i];
     let h = blocks::attention_out(w, &h, &o, Composition::SingleToken)?;
     let h = blocks::mlp(m, w, &h, Composition::SingleToken)?;
@@ -90,7 +90,7 @@ fn donor_full_q8g64(
 ) -> Result<Array> {
     let m = s.m;
     let offset = cache.offset() as i32;
-    let [q, k, v] = s.run(i, Stage::Pre, donor_full_q8g64_pre, &[h])?;
+    let [q, k, v] = s.run(i, Stage::Pre, pre_donor_full, &[h])?;
     let k = blocks::rope(&m.rope, &k, offset)?;
     let q = blocks::rope(&m.rope, &q, offset)?;
     let (keys, values) = cache.update_and_fetch(&k, &v)?;
@@ -102,32 +102,8 @@ fn donor_full_q8g64(
         m.scale,
         s.mask(LayerType::Full),
     )?;
-    let [h] = s.run(i, Stage::Post, donor_full_q8g64_post, &[h, &o])?;
+    let [h] = s.run(i, Stage::Post, post_dense, &[h, &o])?;
     Ok(h)
-}
-
-/// Before RoPE and the cache update of layers 2-14: `[h] -> [q, k, v]`.
-fn donor_full_q4g64_pre(m: &Llama, i: usize, a: &[Array]) -> Result<Vec<Array>> {
-    let [h] = step::args("donor_full_q4g64_pre", i, a)?;
-    let w = &m.weights.layers[i];
-    let x = blocks::input_norm(m, w, &h)?;
-    let (q, k, v) = blocks::queries_keys_values(
-        m,
-        &w.attn,
-        &x,
-        false,
-        Composition::SingleToken,
-    )?;
-    Ok(vec![q, k, v])
-}
-
-/// After attention of layers 2-14: `[h, o] -> [h]`.
-fn donor_full_q4g64_post(m: &Llama, i: usize, a: &[Array]) -> Result<Vec<Array>> {
-    let [h, o] = step::args("donor_full_q4g64_post", i, a)?;
-    let w = &m.weights.layers[i];
-    let h = blocks::attention_out(w, &h, &o, Composition::SingleToken)?;
-    let h = blocks::mlp(m, w, &h, Composition::SingleToken)?;
-    Ok(vec![h])
 }
 
 /// Layers 2-14. Full attention over its own 4-bit group-64 growing cache; SwiGLU MLP.
@@ -139,7 +115,7 @@ fn donor_full_q4g64(
 ) -> Result<Array> {
     let m = s.m;
     let offset = cache.offset() as i32;
-    let [q, k, v] = s.run(i, Stage::Pre, donor_full_q4g64_pre, &[h])?;
+    let [q, k, v] = s.run(i, Stage::Pre, pre_donor_full, &[h])?;
     let k = blocks::rope(&m.rope, &k, offset)?;
     let q = blocks::rope(&m.rope, &q, offset)?;
     let (keys, values) = cache.update_and_fetch(&k, &v)?;
@@ -151,77 +127,9 @@ fn donor_full_q4g64(
         m.scale,
         s.mask(LayerType::Full),
     )?;
-    let [h] = s.run(i, Stage::Post, donor_full_q4g64_post, &[h, &o])?;
+    let [h] = s.run(i, Stage::Post, post_dense, &[h, &o])?;
     Ok(h)
 }
-
-/// The stages of each of the 16 layers, compiled for single-token steps.
-const STAGES: [LayerStages; 16] = [
-    LayerStages {
-        pre: donor_full_q8g64_pre,
-        post: donor_full_q8g64_post,
-    },
-    LayerStages {
-        pre: donor_full_q8g64_pre,
-        post: donor_full_q8g64_post,
-    },
-    LayerStages {
-        pre: donor_full_q4g64_pre,
-        post: donor_full_q4g64_post,
-    },
-    LayerStages {
-        pre: donor_full_q4g64_pre,
-        post: donor_full_q4g64_post,
-    },
-    LayerStages {
-        pre: donor_full_q4g64_pre,
-        post: donor_full_q4g64_post,
-    },
-    LayerStages {
-        pre: donor_full_q4g64_pre,
-        post: donor_full_q4g64_post,
-    },
-    LayerStages {
-        pre: donor_full_q4g64_pre,
-        post: donor_full_q4g64_post,
-    },
-    LayerStages {
-        pre: donor_full_q4g64_pre,
-        post: donor_full_q4g64_post,
-    },
-    LayerStages {
-        pre: donor_full_q4g64_pre,
-        post: donor_full_q4g64_post,
-    },
-    LayerStages {
-        pre: donor_full_q4g64_pre,
-        post: donor_full_q4g64_post,
-    },
-    LayerStages {
-        pre: donor_full_q4g64_pre,
-        post: donor_full_q4g64_post,
-    },
-    LayerStages {
-        pre: donor_full_q4g64_pre,
-        post: donor_full_q4g64_post,
-    },
-    LayerStages {
-        pre: donor_full_q4g64_pre,
-        post: donor_full_q4g64_post,
-    },
-    LayerStages {
-        pre: donor_full_q4g64_pre,
-        post: donor_full_q4g64_post,
-    },
-    LayerStages {
-        pre: donor_full_q4g64_pre,
-        post: donor_full_q4g64_post,
-    },
-    LayerStages {
-        pre: donor_full_q8g64_pre,
-        post: donor_full_q8g64_post,
-    },
-];
 
 /// The 16 layers of llama-3.2-1b, unrolled: one call per layer, every cache kind and
 /// quantization resolved. With `segments` (single-token steps) every stage runs compiled.
@@ -266,14 +174,13 @@ pub fn forward_layers(
 /// [`forward_layers`], the monolith behind it, and a count of the calls the fast path took.
 pub type Llama3_2_1b = Specialized<Llama>;
 
-/// What the runtime needs of llama-3.2-1b: id, fingerprint, source folder, cache
-/// signatures, stages and the unrolled layers.
+/// What the runtime needs of llama-3.2-1b: id, fingerprint, source folder, cache signatures
+/// and the unrolled layers.
 pub static SPECIALIZATION: Specialization<Llama> = Specialization {
     id: "llama-3.2-1b-generated",
     fingerprint: FINGERPRINT,
     source: "generated/models/llama-3.2-1b",
     cache_signatures: &CACHE_SIGNATURES,
-    stages: &STAGES,
     forward_layers,
 };
 

@@ -15,7 +15,7 @@ use runtime::error::Result;
 use runtime::mlx_rs::Array;
 use runtime::model::llama::blocks::{self, Composition};
 use runtime::config::LayerType;
-use runtime::model::llama::step::{self, DecodeSegments, LayerStages, Stage, Step};
+use runtime::model::llama::step::{self, DecodeSegments, Stage, Step};
 use runtime::model::llama::Llama;
 use runtime::nn::scaled::sdpa_scaled;
 use runtime::registry::Implementation;
@@ -46,8 +46,8 @@ pub const CACHE_SIGNATURES: [CacheSignature; 16] = [
 ];
 
 /// Before RoPE and the cache update of layers 0-15: `[h] -> [q, k, v]`.
-fn donor_full_plain_pre(m: &Llama, i: usize, a: &[Array]) -> Result<Vec<Array>> {
-    let [h] = step::args("donor_full_plain_pre", i, a)?;
+fn pre_donor_full(m: &Llama, i: usize, a: &[Array]) -> Result<Vec<Array>> {
+    let [h] = step::args("pre_donor_full", i, a)?;
     let w = &m.weights.layers[i];
     let x = blocks::input_norm(m, w, &h)?;
     let (q, k, v) = blocks::queries_keys_values(
@@ -61,8 +61,8 @@ fn donor_full_plain_pre(m: &Llama, i: usize, a: &[Array]) -> Result<Vec<Array>> 
 }
 
 /// After attention of layers 0-15: `[h, o] -> [h]`.
-fn donor_full_plain_post(m: &Llama, i: usize, a: &[Array]) -> Result<Vec<Array>> {
-    let [h, o] = step::args("donor_full_plain_post", i, a)?;
+fn post_dense(m: &Llama, i: usize, a: &[Array]) -> Result<Vec<Array>> {
+    let [h, o] = step::args("post_dense", i, a)?;
     let w = &m.weights.layers[i];
     let h = blocks::attention_out(w, &h, &o, Composition::SingleToken)?;
     let h = blocks::mlp(m, w, &h, Composition::SingleToken)?;
@@ -78,82 +78,14 @@ fn donor_full_plain(
 ) -> Result<Array> {
     let m = s.m;
     let offset = cache.offset() as i32;
-    let [q, k, v] = s.run(i, Stage::Pre, donor_full_plain_pre, &[h])?;
+    let [q, k, v] = s.run(i, Stage::Pre, pre_donor_full, &[h])?;
     let k = blocks::rope(&m.rope, &k, offset)?;
     let q = blocks::rope(&m.rope, &q, offset)?;
     let (keys, values) = cache.update_and_fetch(&k, &v)?;
     let o = sdpa_scaled(&q, &keys, &values, m.scale, s.mask(LayerType::Full))?;
-    let [h] = s.run(i, Stage::Post, donor_full_plain_post, &[h, &o])?;
+    let [h] = s.run(i, Stage::Post, post_dense, &[h, &o])?;
     Ok(h)
 }
-
-/// The stages of each of the 16 layers, compiled for single-token steps.
-const STAGES: [LayerStages; 16] = [
-    LayerStages {
-        pre: donor_full_plain_pre,
-        post: donor_full_plain_post,
-    },
-    LayerStages {
-        pre: donor_full_plain_pre,
-        post: donor_full_plain_post,
-    },
-    LayerStages {
-        pre: donor_full_plain_pre,
-        post: donor_full_plain_post,
-    },
-    LayerStages {
-        pre: donor_full_plain_pre,
-        post: donor_full_plain_post,
-    },
-    LayerStages {
-        pre: donor_full_plain_pre,
-        post: donor_full_plain_post,
-    },
-    LayerStages {
-        pre: donor_full_plain_pre,
-        post: donor_full_plain_post,
-    },
-    LayerStages {
-        pre: donor_full_plain_pre,
-        post: donor_full_plain_post,
-    },
-    LayerStages {
-        pre: donor_full_plain_pre,
-        post: donor_full_plain_post,
-    },
-    LayerStages {
-        pre: donor_full_plain_pre,
-        post: donor_full_plain_post,
-    },
-    LayerStages {
-        pre: donor_full_plain_pre,
-        post: donor_full_plain_post,
-    },
-    LayerStages {
-        pre: donor_full_plain_pre,
-        post: donor_full_plain_post,
-    },
-    LayerStages {
-        pre: donor_full_plain_pre,
-        post: donor_full_plain_post,
-    },
-    LayerStages {
-        pre: donor_full_plain_pre,
-        post: donor_full_plain_post,
-    },
-    LayerStages {
-        pre: donor_full_plain_pre,
-        post: donor_full_plain_post,
-    },
-    LayerStages {
-        pre: donor_full_plain_pre,
-        post: donor_full_plain_post,
-    },
-    LayerStages {
-        pre: donor_full_plain_pre,
-        post: donor_full_plain_post,
-    },
-];
 
 /// The 16 layers of llama-3.2-1b-float, unrolled: one call per layer, every cache kind and
 /// quantization resolved. With `segments` (single-token steps) every stage runs compiled.
@@ -200,13 +132,12 @@ pub fn forward_layers(
 pub type Llama3_2_1bFloat = Specialized<Llama>;
 
 /// What the runtime needs of llama-3.2-1b-float: id, fingerprint, source folder, cache
-/// signatures, stages and the unrolled layers.
+/// signatures and the unrolled layers.
 pub static SPECIALIZATION: Specialization<Llama> = Specialization {
     id: "llama-3.2-1b-float-generated",
     fingerprint: FINGERPRINT,
     source: "generated/models/llama-3.2-1b-float",
     cache_signatures: &CACHE_SIGNATURES,
-    stages: &STAGES,
     forward_layers,
 };
 

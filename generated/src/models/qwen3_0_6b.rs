@@ -14,7 +14,7 @@ use runtime::error::Result;
 use runtime::mlx_rs::Array;
 use runtime::model::llama::blocks::{self, Composition};
 use runtime::config::LayerType;
-use runtime::model::llama::step::{self, DecodeSegments, LayerStages, Stage, Step};
+use runtime::model::llama::step::{self, DecodeSegments, Stage, Step};
 use runtime::model::llama::Llama;
 use runtime::nn::scaled::sdpa_scaled;
 use runtime::registry::Implementation;
@@ -57,8 +57,8 @@ pub const CACHE_SIGNATURES: [CacheSignature; 28] = [
 ];
 
 /// Before RoPE and the cache update of layers 0-27: `[h] -> [q, k, v]`.
-fn donor_full_plain_qknorm_pre(m: &Llama, i: usize, a: &[Array]) -> Result<Vec<Array>> {
-    let [h] = step::args("donor_full_plain_qknorm_pre", i, a)?;
+fn pre_donor_full_qknorm(m: &Llama, i: usize, a: &[Array]) -> Result<Vec<Array>> {
+    let [h] = step::args("pre_donor_full_qknorm", i, a)?;
     let w = &m.weights.layers[i];
     let x = blocks::input_norm(m, w, &h)?;
     let (q, k, v) = blocks::queries_keys_values(
@@ -72,8 +72,8 @@ fn donor_full_plain_qknorm_pre(m: &Llama, i: usize, a: &[Array]) -> Result<Vec<A
 }
 
 /// After attention of layers 0-27: `[h, o] -> [h]`.
-fn donor_full_plain_qknorm_post(m: &Llama, i: usize, a: &[Array]) -> Result<Vec<Array>> {
-    let [h, o] = step::args("donor_full_plain_qknorm_post", i, a)?;
+fn post_dense(m: &Llama, i: usize, a: &[Array]) -> Result<Vec<Array>> {
+    let [h, o] = step::args("post_dense", i, a)?;
     let w = &m.weights.layers[i];
     let h = blocks::attention_out(w, &h, &o, Composition::SingleToken)?;
     let h = blocks::mlp(m, w, &h, Composition::SingleToken)?;
@@ -90,130 +90,14 @@ fn donor_full_plain_qknorm(
 ) -> Result<Array> {
     let m = s.m;
     let offset = cache.offset() as i32;
-    let [q, k, v] = s.run(i, Stage::Pre, donor_full_plain_qknorm_pre, &[h])?;
+    let [q, k, v] = s.run(i, Stage::Pre, pre_donor_full_qknorm, &[h])?;
     let k = blocks::rope(&m.rope, &k, offset)?;
     let q = blocks::rope(&m.rope, &q, offset)?;
     let (keys, values) = cache.update_and_fetch(&k, &v)?;
     let o = sdpa_scaled(&q, &keys, &values, m.scale, s.mask(LayerType::Full))?;
-    let [h] = s.run(i, Stage::Post, donor_full_plain_qknorm_post, &[h, &o])?;
+    let [h] = s.run(i, Stage::Post, post_dense, &[h, &o])?;
     Ok(h)
 }
-
-/// The stages of each of the 28 layers, compiled for single-token steps.
-const STAGES: [LayerStages; 28] = [
-    LayerStages {
-        pre: donor_full_plain_qknorm_pre,
-        post: donor_full_plain_qknorm_post,
-    },
-    LayerStages {
-        pre: donor_full_plain_qknorm_pre,
-        post: donor_full_plain_qknorm_post,
-    },
-    LayerStages {
-        pre: donor_full_plain_qknorm_pre,
-        post: donor_full_plain_qknorm_post,
-    },
-    LayerStages {
-        pre: donor_full_plain_qknorm_pre,
-        post: donor_full_plain_qknorm_post,
-    },
-    LayerStages {
-        pre: donor_full_plain_qknorm_pre,
-        post: donor_full_plain_qknorm_post,
-    },
-    LayerStages {
-        pre: donor_full_plain_qknorm_pre,
-        post: donor_full_plain_qknorm_post,
-    },
-    LayerStages {
-        pre: donor_full_plain_qknorm_pre,
-        post: donor_full_plain_qknorm_post,
-    },
-    LayerStages {
-        pre: donor_full_plain_qknorm_pre,
-        post: donor_full_plain_qknorm_post,
-    },
-    LayerStages {
-        pre: donor_full_plain_qknorm_pre,
-        post: donor_full_plain_qknorm_post,
-    },
-    LayerStages {
-        pre: donor_full_plain_qknorm_pre,
-        post: donor_full_plain_qknorm_post,
-    },
-    LayerStages {
-        pre: donor_full_plain_qknorm_pre,
-        post: donor_full_plain_qknorm_post,
-    },
-    LayerStages {
-        pre: donor_full_plain_qknorm_pre,
-        post: donor_full_plain_qknorm_post,
-    },
-    LayerStages {
-        pre: donor_full_plain_qknorm_pre,
-        post: donor_full_plain_qknorm_post,
-    },
-    LayerStages {
-        pre: donor_full_plain_qknorm_pre,
-        post: donor_full_plain_qknorm_post,
-    },
-    LayerStages {
-        pre: donor_full_plain_qknorm_pre,
-        post: donor_full_plain_qknorm_post,
-    },
-    LayerStages {
-        pre: donor_full_plain_qknorm_pre,
-        post: donor_full_plain_qknorm_post,
-    },
-    LayerStages {
-        pre: donor_full_plain_qknorm_pre,
-        post: donor_full_plain_qknorm_post,
-    },
-    LayerStages {
-        pre: donor_full_plain_qknorm_pre,
-        post: donor_full_plain_qknorm_post,
-    },
-    LayerStages {
-        pre: donor_full_plain_qknorm_pre,
-        post: donor_full_plain_qknorm_post,
-    },
-    LayerStages {
-        pre: donor_full_plain_qknorm_pre,
-        post: donor_full_plain_qknorm_post,
-    },
-    LayerStages {
-        pre: donor_full_plain_qknorm_pre,
-        post: donor_full_plain_qknorm_post,
-    },
-    LayerStages {
-        pre: donor_full_plain_qknorm_pre,
-        post: donor_full_plain_qknorm_post,
-    },
-    LayerStages {
-        pre: donor_full_plain_qknorm_pre,
-        post: donor_full_plain_qknorm_post,
-    },
-    LayerStages {
-        pre: donor_full_plain_qknorm_pre,
-        post: donor_full_plain_qknorm_post,
-    },
-    LayerStages {
-        pre: donor_full_plain_qknorm_pre,
-        post: donor_full_plain_qknorm_post,
-    },
-    LayerStages {
-        pre: donor_full_plain_qknorm_pre,
-        post: donor_full_plain_qknorm_post,
-    },
-    LayerStages {
-        pre: donor_full_plain_qknorm_pre,
-        post: donor_full_plain_qknorm_post,
-    },
-    LayerStages {
-        pre: donor_full_plain_qknorm_pre,
-        post: donor_full_plain_qknorm_post,
-    },
-];
 
 /// The 28 layers of qwen3-0.6b, unrolled: one call per layer, every cache kind and
 /// quantization resolved. With `segments` (single-token steps) every stage runs compiled.
@@ -274,14 +158,13 @@ pub fn forward_layers(
 /// [`forward_layers`], the monolith behind it, and a count of the calls the fast path took.
 pub type Qwen3_0_6b = Specialized<Llama>;
 
-/// What the runtime needs of qwen3-0.6b: id, fingerprint, source folder, cache signatures,
-/// stages and the unrolled layers.
+/// What the runtime needs of qwen3-0.6b: id, fingerprint, source folder, cache signatures
+/// and the unrolled layers.
 pub static SPECIALIZATION: Specialization<Llama> = Specialization {
     id: "qwen3-0.6b-generated",
     fingerprint: FINGERPRINT,
     source: "generated/models/qwen3-0.6b",
     cache_signatures: &CACHE_SIGNATURES,
-    stages: &STAGES,
     forward_layers,
 };
 

@@ -11,6 +11,7 @@
 //! of ops whose compiled (fused) form rounds differently from the reference, which the
 //! parity gate catches.
 
+use std::any::Any;
 use std::rc::Rc;
 
 use mlx_rs::Array;
@@ -55,30 +56,8 @@ pub fn compiled_stages(options: &ExecOptions) -> CompiledStages {
 /// A stage: `(model, layer, inputs) -> outputs`.
 pub type StageFn<M> = fn(&M, usize, &[Array]) -> Result<Vec<Array>>;
 
-/// The two stages of a layer: before the cache update, after attention.
-pub struct LayerStages<M> {
-    /// Norms and projections: `[h] -> [q, k, v]` (donors) or `[q]` (sharers).
-    pub pre: StageFn<M>,
-    /// Output projection onwards: `[h, o, ...] -> [h]`.
-    pub post: StageFn<M>,
-}
-
-impl<M> Clone for LayerStages<M> {
-    fn clone(&self) -> Self {
-        *self
-    }
-}
-
-impl<M> Copy for LayerStages<M> {}
-
-impl<M> std::fmt::Debug for LayerStages<M> {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str("LayerStages")
-    }
-}
-
 /// A model whose steps have an embedding and a head stage besides the layers'.
-pub trait Staged: crate::family::FamilyModel + Sized {
+pub trait Staged: crate::family::FamilyModel + Sized + 'static {
     /// The family's id.
     const FAMILY: crate::plan::FamilyId;
     /// `[tokens] -> [h, ...]`: the embedding and whatever every layer reads with it.
@@ -123,32 +102,59 @@ impl Segment {
     }
 }
 
-/// The compiled segments of a model's single-token step.
-#[derive(Debug)]
+/// The compiled segments of a model's single-token step. A layer's stages are compiled
+/// at their first call, from the stage function the layer's code passes, so a generated
+/// module needs no table of them.
 pub struct DecodeSegments {
+    /// The model the segments are compiled for (a `Rc<M>` of the [`Staged`] type).
+    model: Rc<dyn Any>,
     embed: Segment,
-    pre: Vec<Segment>,
-    post: Vec<Segment>,
+    layers: Vec<LayerSegments>,
     head: Segment,
 }
 
+impl std::fmt::Debug for DecodeSegments {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("DecodeSegments")
+            .field("layers", &self.layers.len())
+            .finish_non_exhaustive()
+    }
+}
+
+/// The compiled stages of one layer, each made at its first call.
+#[derive(Debug, Default)]
+struct LayerSegments {
+    pre: Option<Segment>,
+    post: Option<Segment>,
+}
+
 impl DecodeSegments {
-    /// Compiles every stage of `layers` (one entry per layer) for `model`.
-    pub fn new<M: Staged>(model: &Rc<M>, layers: &[LayerStages<M>]) -> Self {
+    /// The segments of `model`: embedding and head now, the layers' as they are called.
+    pub fn new<M: Staged>(model: &Rc<M>) -> Self {
         DecodeSegments {
+            model: model.clone(),
             embed: Segment::new(model.clone(), 0, M::EMBED),
-            pre: layers
-                .iter()
-                .enumerate()
-                .map(|(i, s)| Segment::new(model.clone(), i, s.pre))
-                .collect(),
-            post: layers
-                .iter()
-                .enumerate()
-                .map(|(i, s)| Segment::new(model.clone(), i, s.post))
-                .collect(),
+            layers: Vec::new(),
             head: Segment::new(model.clone(), 0, M::HEAD),
         }
+    }
+
+    /// The compiled `stage` of layer `i`, compiling `f` at the first call.
+    fn layer<M: Staged>(&mut self, i: usize, stage: Stage, f: StageFn<M>) -> Result<&mut Segment> {
+        let model = self.model.clone().downcast::<M>().map_err(|_| {
+            Error::Unsupported(format!(
+                "the compiled segments were made for another model type than {}",
+                std::any::type_name::<M>()
+            ))
+        })?;
+        if self.layers.len() <= i {
+            self.layers.resize_with(i + 1, LayerSegments::default);
+        }
+        let slot = match stage {
+            Stage::Pre => &mut self.layers[i].pre,
+            Stage::Post => &mut self.layers[i].post,
+        };
+        Ok(slot.get_or_insert_with(|| Segment::new(model, i, f)))
     }
 }
 
@@ -195,13 +201,7 @@ pub fn run_stage_vec<M: Staged>(
     let eager_post = stage == Stage::Post && stages != CompiledStages::All;
     let out = match segments {
         Some(s) if !eager_post => {
-            let seg = match stage {
-                Stage::Pre => s.pre.get_mut(i),
-                Stage::Post => s.post.get_mut(i),
-            };
-            let out = seg
-                .ok_or_else(|| Error::Unsupported(format!("no compiled segment for layer {i}")))?
-                .call(&args)?;
+            let out = s.layer(i, stage, f)?.call(&args)?;
             if m.options().stage_check {
                 check_stage(&format!("layer {i} {stage:?}"), &out, &f(m, i, &args)?)?;
             }

@@ -22,9 +22,6 @@ pub use crate::model::segments::{
 /// A Gemma 4 stage: `(model, layer, inputs) -> outputs`.
 pub type StageFn = segments::StageFn<Gemma4>;
 
-/// The two stages of a Gemma 4 layer.
-pub type LayerStages = segments::LayerStages<Gemma4>;
-
 impl Staged for Gemma4 {
     const FAMILY: crate::plan::FamilyId = super::FAMILY_ID;
     const EMBED: StageFn = embed_stage;

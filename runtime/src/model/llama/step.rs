@@ -23,9 +23,6 @@ pub use crate::model::segments::{
 /// A Llama-family stage: `(model, layer, inputs) -> outputs`.
 pub type StageFn = segments::StageFn<Llama>;
 
-/// The two stages of a Llama-family layer: `[h] -> [q, k, v]` and `[h, o] -> [h]`.
-pub type LayerStages = segments::LayerStages<Llama>;
-
 impl Staged for Llama {
     const FAMILY: crate::plan::FamilyId = super::FAMILY_ID;
     const EMBED: StageFn = embed_stage;
