@@ -300,12 +300,13 @@ pub fn attention_residual(
 }
 
 /// The dense MLP of `f` (the normed input [`attention_residual`] gives) before its
-/// post-norm: what [`dense_ffn_delta`] normalizes.
+/// post-norm.
 pub fn ffn_raw(m: &Gemma4, w: &LayerWeights, f: &Array, composition: Composition) -> Result<Array> {
     w.mlp.forward_with(f, composition, &m.options)
 }
 
-/// [`dense_ffn`] from `h` and its normed input `f`: `h + post_feedforward_layernorm(mlp(f))`.
+/// The dense feed-forward block's residual from `h` and its normed input `f` (as
+/// [`attention_residual`] gives it): `h + post_feedforward_layernorm(mlp(f))`.
 pub fn ffn_residual(
     m: &Gemma4,
     w: &LayerWeights,
@@ -459,35 +460,9 @@ pub fn fused_attention_inputs(
     Ok(Some(out))
 }
 
-/// The dense feed-forward block with its norms and residual; with
-/// [`Composition::SingleToken`], gate and up from one matmul where the layer has it.
-pub fn dense_ffn(
-    m: &Gemma4,
-    w: &LayerWeights,
-    h: &Array,
-    composition: Composition,
-) -> Result<Array> {
-    Ok(mlx_rs::ops::add(h, dense_ffn_delta(m, w, h, composition)?)?)
-}
-
-/// What [`dense_ffn`] adds to `h`.
-pub fn dense_ffn_delta(
-    m: &Gemma4,
-    w: &LayerWeights,
-    h: &Array,
-    composition: Composition,
-) -> Result<Array> {
-    let f = rms_norm(h, Some(&w.pre_ffn_norm), m.eps)?;
-    rms_norm(
-        &ffn_raw(m, w, &f, composition)?,
-        Some(&w.post_ffn_norm),
-        m.eps,
-    )
-}
-
 /// The MoE feed-forward block: the dense MLP and the experts in parallel from the same
 /// `h`, the router reading the raw `h`, each branch normed, summed, normed, added
-/// (`composition` as in [`dense_ffn`], for the dense MLP).
+/// (`composition` as in [`ffn_raw`], for the dense MLP).
 pub fn moe_ffn(
     m: &Gemma4,
     w: &LayerWeights,

@@ -30,51 +30,108 @@ pub fn forward(m: &Gemma4, tokens: &Array, caches: &mut [AnyCache]) -> Result<Ar
         let rope = m.rope(layer.attention);
         let mask = masks.of(layer.attention);
         let x = blocks::input_norm(m, w, &h)?;
-        let q = blocks::queries(m, &w.attn, &x, head_dim, Composition::Reference)?;
-        let kv = match layer.kv {
+        let reference = Composition::Reference;
+        let (q, kv) = match layer.kv {
             KvRole::Donor { cache, .. } => {
                 let c = &mut caches[cache];
                 let offset = c.offset() as i32;
-                let (k, v) = blocks::keys_values(
+                let (q, k, v) = blocks::queries_keys_values(
                     m,
                     &w.attn,
                     &x,
                     head_dim,
                     layer.flags.k_eq_v,
-                    Composition::Reference,
+                    reference,
                 )?;
                 let k = blocks::rope(rope, &k, offset)?;
                 let kv = c.update_and_fetch(&k, &v)?;
-                SharedKv { kv, offset }
+                (q, SharedKv { kv, offset })
             }
-            KvRole::Sharer { donor } => shared[donor].clone().ok_or_else(|| {
-                Error::Unsupported(format!(
-                    "layer {i} shares the K/V of layer {donor}, which has not run"
-                ))
-            })?,
+            KvRole::Sharer { donor } => {
+                let q = blocks::queries(m, &w.attn, &x, head_dim, reference)?;
+                let kv = shared[donor].clone().ok_or_else(|| {
+                    Error::Unsupported(format!(
+                        "layer {i} shares the K/V of layer {donor}, which has not run"
+                    ))
+                })?;
+                (q, kv)
+            }
         };
         let q = blocks::rope(rope, &q, kv.offset)?;
         let o = blocks::attend(&q, &kv.kv, mask)?;
         crate::model::barrier::attention_done(&o, barrier)?;
-        h = blocks::attention_out(m, w, &h, &o, Composition::Reference)?;
-        h = if layer.flags.moe {
-            blocks::moe_ffn(m, w, blocks::moe_weights(w, i)?, &h, Composition::Reference)?
+        let pli = if layer.flags.per_layer_input {
+            Some(blocks::per_layer_input(&inputs, i as i32)?)
         } else {
-            blocks::dense_ffn(m, w, &h, Composition::Reference)?
+            None
         };
-        if layer.flags.per_layer_input {
-            let pli = blocks::per_layer_input(&inputs, i as i32)?;
-            h = blocks::per_layer_gate(m, blocks::ple_weights(w, i)?, &h, &pli)?;
-        }
-        if layer.flags.layer_scalar {
-            h = blocks::layer_scalar(&h, blocks::scalar_weight(w, i)?)?;
-        }
+        h = after_attention(m, i, &h, &o, pli.as_ref())?;
         if matches!(layer.kv, KvRole::Donor { exported: true, .. }) {
             shared[i] = Some(kv);
         }
         crate::model::barrier::layer_done(&h, barrier)?;
     }
     blocks::head(m, &h)
+}
+
+/// Layer `i` after attention, in the blocks (and their order) of the generated post
+/// stages (`generator::family::Gemma4Code::post_stage`), with the layer's flags read
+/// here rather than resolved ahead of time.
+fn after_attention(
+    m: &Gemma4,
+    i: usize,
+    h: &Array,
+    o: &Array,
+    pli: Option<&Array>,
+) -> Result<Array> {
+    let flags = m.plan.layers[i].flags;
+    let w = &m.weights.layers[i];
+    let reference = Composition::Reference;
+    let scalar = if flags.layer_scalar {
+        Some(blocks::scalar_weight(w, i)?)
+    } else {
+        None
+    };
+    if flags.moe {
+        let moe = blocks::moe_weights(w, i)?;
+        let h = blocks::attention_out(m, w, h, o, reference)?;
+        return match pli {
+            Some(pli) => {
+                let ple = blocks::ple_weights(w, i)?;
+                let h = blocks::moe_ffn(m, w, moe, &h, reference)?;
+                match scalar {
+                    Some(s) => {
+                        let d = blocks::per_layer_delta(m, ple, &h, pli)?;
+                        blocks::scaled_residual(&h, &d, s, reference)
+                    }
+                    None => blocks::per_layer_gate(m, ple, &h, pli),
+                }
+            }
+            None => match scalar {
+                Some(s) => {
+                    let d = blocks::moe_ffn_delta(m, w, moe, &h, reference)?;
+                    blocks::scaled_residual(&h, &d, s, reference)
+                }
+                None => blocks::moe_ffn(m, w, moe, &h, reference),
+            },
+        };
+    }
+    let (h, f) = blocks::attention_residual(m, w, h, o, reference)?;
+    let out = match pli {
+        Some(pli) => {
+            let h = blocks::ffn_residual(m, w, &h, &f, reference)?;
+            let ple = blocks::ple_weights(w, i)?;
+            let d = blocks::per_layer_raw(m, ple, &h, pli, reference)?;
+            blocks::layer_end(m, i, &h, &d, &ple.post_norm, scalar, reference)?
+        }
+        None => {
+            let d = blocks::ffn_raw(m, w, &f, reference)?;
+            blocks::layer_end(m, i, &h, &d, &w.post_ffn_norm, scalar, reference)?
+        }
+    };
+    out.into_iter()
+        .next()
+        .ok_or_else(|| Error::Unsupported(format!("layer {i}'s last residual returned nothing")))
 }
 
 /// The monolith as a [`LanguageModel`].

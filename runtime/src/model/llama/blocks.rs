@@ -58,12 +58,8 @@ fn norm_weight<'a>(w: &'a Option<Array>, what: &str) -> Result<&'a Array> {
         .ok_or_else(|| Error::Unsupported(format!("a q/k-norm layer without {what}")))
 }
 
-/// Queries `[B, nh, L, D]` before RoPE: `q_proj`, reshape, `q_norm` when `qk_norm`,
+/// Queries `[B, nh, L, D]` from the `q_proj` product: reshape, `q_norm` when `qk_norm`,
 /// transpose.
-pub fn queries(m: &Llama, w: &AttnWeights, x: &Array, qk_norm: bool) -> Result<Array> {
-    finish_queries(m, w, &w.q_proj.forward(x)?, qk_norm, Composition::Reference)
-}
-
 fn finish_queries(
     m: &Llama,
     w: &AttnWeights,
@@ -79,13 +75,8 @@ fn finish_queries(
     heads(m, q, norm, composition)
 }
 
-/// Keys (before RoPE, `k_norm`ed when `qk_norm`) and values, `[B, nKv, L, D]`.
-pub fn keys_values(m: &Llama, w: &AttnWeights, x: &Array, qk_norm: bool) -> Result<(Array, Array)> {
-    let k = w.k_proj.forward(x)?;
-    let v = w.v_proj.forward(x)?;
-    finish_keys_values(m, w, &k, &v, qk_norm, Composition::Reference)
-}
-
+/// Keys (before RoPE, `k_norm`ed when `qk_norm`) and values, `[B, nKv, L, D]`, from the
+/// `k_proj` and `v_proj` products.
 fn finish_keys_values(
     m: &Llama,
     w: &AttnWeights,
@@ -105,7 +96,8 @@ fn finish_keys_values(
     ))
 }
 
-/// Queries, keys and values as [`queries`] and [`keys_values`] give them; under
+/// Queries `[B, nh, L, D]` (before RoPE, `q_norm`ed when `qk_norm`), keys (likewise) and
+/// values, each from its own projection; under
 /// [`Composition::SingleToken`] for one token, from the layer's one fused matmul with
 /// the heads made by reshape.
 pub fn queries_keys_values(

@@ -27,8 +27,8 @@ pub fn forward(m: &Llama, tokens: &Array, caches: &mut [AnyCache]) -> Result<Arr
         let w = &m.weights.layers[i];
         let qk_norm = layer.flags.qk_norm;
         let x = blocks::input_norm(m, w, &h)?;
-        let q = blocks::queries(m, &w.attn, &x, qk_norm)?;
-        let (k, v) = blocks::keys_values(m, &w.attn, &x, qk_norm)?;
+        let (q, k, v) =
+            blocks::queries_keys_values(m, &w.attn, &x, qk_norm, Composition::Reference)?;
         let c = &mut caches[layer.kv.cache_index()];
         let offset = c.offset() as i32;
         let q = blocks::rope(&m.rope, &q, offset)?;
