@@ -1,5 +1,7 @@
 //! How numbers are shown: bytes, and the one line of figures that ends `run`.
 
+use std::time::Duration;
+
 use runtime::generate::GenerationStats;
 
 /// Bytes in decimal units (B, kB, MB, GB), three significant digits or so.
@@ -17,12 +19,16 @@ pub fn bytes(n: u64) -> String {
 }
 
 /// The figures of one generation, on one line:
-/// `prompt 12 tokens | prefill 345.6 tok/s | decode 78.9 tok/s (99 tokens) | peak 1.23 GB |
-/// gemma4-e4b-generated | fast path 99/101 forwards`.
-pub fn line(stats: &GenerationStats) -> String {
+/// `cold start 9.8 s | prompt 12 tokens | prefill 345.6 tok/s | decode 78.9 tok/s (99
+/// tokens) | peak 1.23 GB | gemma4-e4b-generated | fast path 99/101 forwards`, the cold
+/// start (the warm-up's time) when there was one.
+pub fn line(stats: &GenerationStats, cold_start: Option<Duration>) -> String {
     let forwards = stats.prefill_forwards + stats.decode_steps;
+    let cold = cold_start.map_or(String::new(), |d| {
+        format!("cold start {:.1} s | ", d.as_secs_f64())
+    });
     format!(
-        "prompt {} tokens | prefill {:.1} tok/s | decode {:.1} tok/s ({} tokens) | peak {} | {} | fast path {}/{} forwards",
+        "{cold}prompt {} tokens | prefill {:.1} tok/s | decode {:.1} tok/s ({} tokens) | peak {} | {} | fast path {}/{} forwards",
         stats.prompt_tokens,
         stats.prefill_tok_s(),
         stats.decode_tok_s(),

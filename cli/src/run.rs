@@ -1,7 +1,7 @@
 //! `mlx-aot run`: tokenize (optionally through the chat template), check the memory plan,
-//! load, generate while streaming text, and end with one line of figures.
+//! load, warm up, generate while streaming text, and end with one line of figures.
 
-use std::io::Write;
+use std::io::{IsTerminal, Write};
 use std::path::PathBuf;
 
 use anyhow::{Result, bail};
@@ -71,6 +71,10 @@ pub struct Args {
     /// ahead on a GPU).
     #[arg(long, value_enum, default_value_t = PipelineArg::Auto)]
     pipeline: PipelineArg,
+    /// Skip the warm-up: the first forwards then pay for kernel compilation inside the
+    /// reported prefill.
+    #[arg(long)]
+    no_warm_up: bool,
 }
 
 /// The sampler of `--temperature` and `--top-p`, checked whatever the temperature.
@@ -150,6 +154,22 @@ pub fn main(a: Args) -> Result<()> {
         memory_limit: None,
     };
 
+    // The first forwards of a process compile kernels (seconds on the CPU, a minute or
+    // more on CUDA): run them on scratch caches first and report them apart.
+    let cold_start = if a.no_warm_up {
+        None
+    } else {
+        let progress = std::io::stderr().is_terminal();
+        if progress {
+            eprint!("warming up (the first forwards compile their kernels) ...");
+        }
+        let took = generate::warm_up(lm.as_ref(), &prompt, &opts)?;
+        if progress {
+            eprint!("\r\x1b[K");
+        }
+        Some(took)
+    };
+
     let mut stdout = std::io::stdout().lock();
     let mut detok = Detokenizer::new(&tokenizer);
     let mut failure: Option<anyhow::Error> = None;
@@ -170,7 +190,7 @@ pub fn main(a: Args) -> Result<()> {
         return Err(e);
     }
     let rest = detok.finish()?;
-    write!(stdout, "{rest}\n{}\n", figures::line(&stats))?;
+    write!(stdout, "{rest}\n{}\n", figures::line(&stats, cold_start))?;
     stdout.flush()?;
     Ok(())
 }

@@ -95,14 +95,16 @@ pub struct ModelReport {
     pub id: String,
     /// Its fingerprint.
     pub fingerprint: String,
-    /// Forward steps whose logits were compared.
-    pub steps: u64,
-    /// Logit bytes compared.
-    pub bytes: u64,
-    /// Steps the generated model ran on its fast path.
+    /// Steps the generated model ran on its fast path: generated code against the
+    /// monolith, comparisons that can fail.
     pub fast_path: u64,
-    /// Steps where its guard sent the call to the monolith.
+    /// Logit bytes compared on fast-path steps.
+    pub fast_bytes: u64,
+    /// Steps where its guard sent the call to the monolith: the guard's decision is
+    /// checked, but the logits are the monolith's on both sides.
     pub fallbacks: u64,
+    /// Logit bytes compared on fallback steps.
+    pub fallback_bytes: u64,
     /// Wall time.
     pub elapsed: Duration,
 }
@@ -112,49 +114,76 @@ pub struct ModelReport {
 pub struct Report {
     /// One row per model.
     pub models: Vec<ModelReport>,
+    /// The runs pitted the monolith against a second monolith
+    /// ([`GateOptions::self_check`]): a determinism check, not parity evidence.
+    pub self_check: bool,
+}
+
+impl Report {
+    /// The sums over models.
+    pub fn total(&self) -> ModelReport {
+        let mut total = ModelReport::default();
+        for m in &self.models {
+            total.fast_path += m.fast_path;
+            total.fast_bytes += m.fast_bytes;
+            total.fallbacks += m.fallbacks;
+            total.fallback_bytes += m.fallback_bytes;
+            total.elapsed += m.elapsed;
+        }
+        total
+    }
 }
 
 impl fmt::Display for Report {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        writeln!(
-            f,
-            "parity gate: generated == monolith, logits compared byte for byte at every step"
-        )?;
-        writeln!(
-            f,
-            "{:<32} {:<16} {:>7} {:>13} {:>9} {:>9} {:>8}",
-            "model", "fingerprint", "steps", "bytes", "fast", "fallback", "time"
-        )?;
-        let mut total = ModelReport::default();
-        for m in &self.models {
+        let total = self.total();
+        if self.self_check {
             writeln!(
                 f,
-                "{:<32} {:<16} {:>7} {:>13} {:>9} {:>9} {:>7.1}s",
-                m.id,
-                m.fingerprint,
-                m.steps,
-                m.bytes,
+                "self-check: monolith == a second monolith byte for byte over {} models \
+                 (a determinism check of the backend, not parity evidence)",
+                self.models.len()
+            )?;
+        } else {
+            writeln!(
+                f,
+                "parity gate: generated == monolith byte for byte on {} fast-path steps ({} logit \
+             bytes) over {} models",
+                total.fast_path,
+                total.fast_bytes,
+                self.models.len()
+            )?;
+        }
+        writeln!(
+            f,
+            "(and {} fallback steps, {} bytes, where the guard sent both sides to the monolith: \
+             the guard's decision is checked there, the bytes cannot differ)",
+            total.fallbacks, total.fallback_bytes
+        )?;
+        writeln!(
+            f,
+            "{:<32} {:<16} {:>9} {:>13} {:>9} {:>13} {:>8}",
+            "model", "fingerprint", "fast", "fast bytes", "fallback", "fallback bytes", "time"
+        )?;
+        let rows = self
+            .models
+            .iter()
+            .map(|m| (m.id.as_str(), m.fingerprint.as_str(), m));
+        let sum = format!("{} models", self.models.len());
+        for (id, fingerprint, m) in rows.chain(std::iter::once((sum.as_str(), "", &total))) {
+            writeln!(
+                f,
+                "{:<32} {:<16} {:>9} {:>13} {:>9} {:>13} {:>7.1}s",
+                id,
+                fingerprint,
                 m.fast_path,
+                m.fast_bytes,
                 m.fallbacks,
+                m.fallback_bytes,
                 m.elapsed.as_secs_f64()
             )?;
-            total.steps += m.steps;
-            total.bytes += m.bytes;
-            total.fast_path += m.fast_path;
-            total.fallbacks += m.fallbacks;
-            total.elapsed += m.elapsed;
         }
-        write!(
-            f,
-            "{:<32} {:<16} {:>7} {:>13} {:>9} {:>9} {:>7.1}s",
-            format!("{} models", self.models.len()),
-            "",
-            total.steps,
-            total.bytes,
-            total.fast_path,
-            total.fallbacks,
-            total.elapsed.as_secs_f64()
-        )
+        Ok(())
     }
 }
 
@@ -271,21 +300,22 @@ impl Run<'_> {
         if x.len() != y.len() {
             return Err(format!("{}: {what}: logits shapes differ", self.context));
         }
-        self.report.steps += 1;
-        self.report.bytes += 4 * x.len() as u64;
+        let bytes = 4 * x.len() as u64;
+        if fast {
+            self.report.fast_path += 1;
+            self.report.fast_bytes += bytes;
+        } else {
+            self.report.fallbacks += 1;
+            self.report.fallback_bytes += bytes;
+        }
+        let steps = self.report.fast_path + self.report.fallbacks;
         if let Some(start) = self.progress
-            && (!what.starts_with("decode step") || self.report.steps.is_multiple_of(64))
+            && (!what.starts_with("decode step") || steps.is_multiple_of(64))
         {
             eprintln!(
-                "  {what}: equal ({} steps so far, {:.0} s)",
-                self.report.steps,
+                "  {what}: equal ({steps} steps so far, {:.0} s)",
                 start.elapsed().as_secs_f64()
             );
-        }
-        if fast {
-            self.report.fast_path += 1
-        } else {
-            self.report.fallbacks += 1
         }
         Ok(())
     }
@@ -521,5 +551,11 @@ pub fn run(imp: &Implementation, opts: &GateOptions) -> Result<ModelReport, Stri
         }
     }
     report.elapsed = start.elapsed();
+    if report.fast_path == 0 && !opts.self_check {
+        return Err(format!(
+            "{}: no step took the fast path, so nothing compared could have failed",
+            imp.id
+        ));
+    }
     Ok(report)
 }

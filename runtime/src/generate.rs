@@ -139,6 +139,41 @@ fn last(logits: &Array) -> Result<Array> {
     Ok(logits.try_index((.., -1, ..))?)
 }
 
+/// Runs the shapes a [`generate`] of `prompt` starts with, on scratch caches that are
+/// dropped after: the first prefill chunk, the last prompt token's step and one decode
+/// step, each evaluated. What the first forwards of a process pay once (MLX compiling
+/// its kernels and the compiled stages tracing) is then not counted as prefill.
+/// Returns how long it took.
+pub fn warm_up(
+    model: &dyn LanguageModel,
+    prompt: &[u32],
+    opts: &GenerateOptions,
+) -> Result<Duration> {
+    if prompt.is_empty() {
+        return Err(Error::Request("the prompt is empty".into()));
+    }
+    check_tokens(prompt, model.loaded().vocab_size())?;
+    let start = Instant::now();
+    let mut caches = model.loaded().float_caches(1);
+    let filled = &prompt[..prompt.len() - 1];
+    let chunk = opts.prefill_chunk.max(1);
+    let mut steps: Vec<&[u32]> = Vec::new();
+    if !filled.is_empty() {
+        steps.push(&filled[..filled.len().min(chunk)]);
+    }
+    let last_token = &prompt[prompt.len() - 1..];
+    steps.push(last_token);
+    steps.push(last_token);
+    for part in steps {
+        kv_policy::apply(&mut caches, &opts.kv_layout)?;
+        let logits = model.forward(&row(part), &mut caches)?;
+        let mut arrays: Vec<&Array> = caches.iter().flat_map(AnyCache::arrays).collect();
+        arrays.push(&logits);
+        mlx_rs::transforms::eval(arrays)?;
+    }
+    Ok(start.elapsed())
+}
+
 /// Generates from `prompt` (batch 1) on `caches`, calling `on_token` with each token.
 pub fn generate(
     model: &dyn LanguageModel,

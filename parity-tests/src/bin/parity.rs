@@ -85,7 +85,10 @@ fn main() -> ExitCode {
         );
         return ExitCode::FAILURE;
     }
-    let mut report = Report::default();
+    let mut report = Report {
+        self_check: opts.self_check,
+        ..Report::default()
+    };
     let mut failed = false;
     for imp in chosen {
         eprintln!("gating {} ...", imp.id);
