@@ -25,6 +25,8 @@ use runtime::quantization::QuantSpec;
 use runtime::registry::Implementation;
 use runtime::synth::SynthOptions;
 
+use crate::error::{Context, Error, Result};
+
 /// Weights a gate run uses.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Weights {
@@ -200,12 +202,13 @@ pub fn workspace_root() -> PathBuf {
 }
 
 /// The preset config and kv layout an implementation was generated from.
-pub fn preset_of(imp: &Implementation) -> Result<(AnyConfig, KvLayout), String> {
+pub fn preset_of(imp: &Implementation) -> Result<(AnyConfig, KvLayout)> {
     let dir = workspace_root().join(imp.source);
-    let config = AnyConfig::from_file(&dir.join("config.json")).map_err(|e| e.to_string())?;
+    let config = AnyConfig::from_file(&dir.join("config.json"))
+        .at(|| format!("{}: its preset config", imp.id))?;
     let kv = dir.join("kv_config.json");
     let layout = if kv.exists() {
-        KvLayout::from_file(&kv).map_err(|e| e.to_string())?
+        KvLayout::from_file(&kv).at(|| format!("{}: its kv layout", imp.id))?
     } else {
         KvLayout::float()
     };
@@ -255,28 +258,39 @@ impl Run<'_> {
         a: &mut [AnyCache],
         b: &mut [AnyCache],
         fast: bool,
-    ) -> Result<(), String> {
+    ) -> Result<()> {
         let before = self.pair.generated.fast_path_calls();
         let ours = self
             .pair
             .generated
             .forward(tokens, b)
-            .map_err(|e| format!("{}: {what}: generated: {e}", self.context))?;
+            .at(|| format!("{}: {what}: generated", self.context))?;
         let reference = self
             .pair
             .monolith
             .forward(tokens, a)
-            .map_err(|e| format!("{}: {what}: monolith: {e}", self.context))?;
+            .at(|| format!("{}: {what}: monolith", self.context))?;
         let moved = self.pair.generated.fast_path_calls() - before;
         if moved != u64::from(fast) && !self.pair.self_check {
-            return Err(format!(
-                "{}: {what}: the fast path ran {moved} times, expected {} (guard {})",
-                self.context,
-                u64::from(fast),
-                if fast { "should pass" } else { "should refuse" }
-            ));
+            return Err(Error::Guard {
+                context: format!("{}: {what}", self.context),
+                moved,
+                expected: u64::from(fast),
+                verdict: if fast { "should pass" } else { "should refuse" },
+            });
         }
-        let (x, y) = (f32_bytes(&ours)?, f32_bytes(&reference)?);
+        let context = || format!("{}: {what}", self.context);
+        let (x, y) = (
+            f32_bytes(&ours).at(context)?,
+            f32_bytes(&reference).at(context)?,
+        );
+        if x.len() != y.len() {
+            return Err(Error::Shape {
+                context: context(),
+                generated: ours.shape().to_vec(),
+                monolith: reference.shape().to_vec(),
+            });
+        }
         if let Some(i) = x
             .iter()
             .zip(&y)
@@ -288,17 +302,14 @@ impl Run<'_> {
                 .zip(&y)
                 .map(|(p, q)| (p - q).abs())
                 .fold(0f32, f32::max);
-            return Err(format!(
-                "{}: {what}: logits differ at row {} token {}: generated {} vs monolith {} (max |diff| {max})",
-                self.context,
-                i / vocab,
-                i % vocab,
-                x[i],
-                y[i]
-            ));
-        }
-        if x.len() != y.len() {
-            return Err(format!("{}: {what}: logits shapes differ", self.context));
+            return Err(Error::Mismatch {
+                context: context(),
+                row: i / vocab,
+                token: i % vocab,
+                generated: x[i],
+                monolith: y[i],
+                max_diff: max,
+            });
         }
         let bytes = 4 * x.len() as u64;
         if fast {
@@ -322,16 +333,15 @@ impl Run<'_> {
 }
 
 /// The bit patterns of `logits` as float32, flattened: what "byte for byte" compares.
-pub fn logit_bits(logits: &Array) -> Result<Vec<u32>, String> {
+pub fn logit_bits(logits: &Array) -> runtime::error::Result<Vec<u32>> {
     Ok(f32_bytes(logits)?.iter().map(|v| v.to_bits()).collect())
 }
 
-fn f32_bytes(logits: &Array) -> Result<Vec<f32>, String> {
+fn f32_bytes(logits: &Array) -> runtime::error::Result<Vec<f32>> {
     let l = logits
         .as_dtype(Dtype::Float32)
-        .and_then(|l| l.flatten(None, None))
-        .map_err(|e| e.to_string())?;
-    l.eval().map_err(|e| e.to_string())?;
+        .and_then(|l| l.flatten(None, None))?;
+    l.eval()?;
     Ok(l.as_slice::<f32>().to_vec())
 }
 
@@ -355,7 +365,7 @@ fn pair(
     weights: Weights,
     seed: u64,
     opts: &GateOptions,
-) -> Result<Pair, String> {
+) -> Result<Pair> {
     let dtype = if weights == Weights::Float && config.has_moe() {
         Dtype::Float32
     } else {
@@ -365,31 +375,28 @@ fn pair(
         bits: 4,
         group_size: 64,
     });
+    let context = || format!("{} {weights} seed {seed}", imp.id);
     let (tensors, qmap) = config
         .random_tensors(SynthOptions { seed, quant }, dtype)
-        .map_err(|e| e.to_string())?;
+        .at(|| format!("{}: random weights", context()))?;
     let config = config.with_quantization(qmap);
     let model = Loaded::from_tensors(config, layout.clone(), opts.exec, tensors)
-        .map_err(|e| e.to_string())?;
+        .at(|| format!("{}: loading", context()))?;
     let fingerprint = Fingerprint::of(model.plan()).short();
     if fingerprint != imp.fingerprint {
-        return Err(format!(
-            "{}: the {} model's plan has fingerprint {fingerprint}, the implementation {}: the \
-             checked-in module is stale; run `cargo xtask generate --all`",
-            imp.id,
-            if weights == Weights::Float {
-                "float"
-            } else {
-                "4-bit"
-            },
-            imp.fingerprint
-        ));
+        return Err(Error::Stale {
+            id: imp.id.to_owned(),
+            weights: weights.to_string(),
+            plan: fingerprint,
+            module: imp.fingerprint.to_owned(),
+        });
     }
     let self_check = opts.self_check;
     let generated = if self_check {
         model.monolith()
     } else {
-        imp.construct_on(&model).map_err(|e| e.to_string())?
+        imp.construct_on(&model)
+            .at(|| format!("{}: constructing", context()))?
     };
     Ok(Pair {
         generated,
@@ -402,7 +409,7 @@ fn pair(
 /// Float `caches` after the kv policy, but with one cache of another
 /// signature: an 8-bit cache where 4-bit is expected (or 4 where 8), or a quantized one
 /// where the layout keeps float.
-fn altered(caches: &[AnyCache], layout: &KvLayout) -> Result<Vec<AnyCache>, String> {
+fn altered(caches: &[AnyCache], layout: &KvLayout) -> runtime::error::Result<Vec<AnyCache>> {
     let (index, spec) = match layout.entries().next() {
         Some(e) => (
             e.cache,
@@ -420,13 +427,12 @@ fn altered(caches: &[AnyCache], layout: &KvLayout) -> Result<Vec<AnyCache>, Stri
         ),
     };
     let mut out = cloned(caches);
-    kv_policy::apply(&mut out, &layout.clone().with_entry(index, spec))
-        .map_err(|e| e.to_string())?;
+    kv_policy::apply(&mut out, &layout.clone().with_entry(index, spec))?;
     Ok(out)
 }
 
 /// Runs the gate for one implementation.
-pub fn run(imp: &Implementation, opts: &GateOptions) -> Result<ModelReport, String> {
+pub fn run(imp: &Implementation, opts: &GateOptions) -> Result<ModelReport> {
     let start = Instant::now();
     let (preset, layout) = preset_of(imp)?;
     let config = if opts.full { preset } else { preset.twin() };
@@ -476,8 +482,7 @@ pub fn run(imp: &Implementation, opts: &GateOptions) -> Result<ModelReport, Stri
             let float_caches = cloned(&a);
             // (2) Converted caches, a prefill across the window, decode across the wrap.
             for c in [&mut a, &mut b] {
-                kv_policy::apply(c, &layout)
-                    .map_err(|e| format!("{}: kv policy: {e}", run.context))?;
+                kv_policy::apply(c, &layout).at(|| format!("{}: kv policy", run.context))?;
             }
             let end = prompt + second;
             run.step(
@@ -489,8 +494,7 @@ pub fn run(imp: &Implementation, opts: &GateOptions) -> Result<ModelReport, Stri
             )?;
             for t in end..end + decode_steps {
                 for c in [&mut a, &mut b] {
-                    kv_policy::apply(c, &layout)
-                        .map_err(|e| format!("{}: kv policy: {e}", run.context))?;
+                    kv_policy::apply(c, &layout).at(|| format!("{}: kv policy", run.context))?;
                 }
                 run.step(
                     &format!("decode step {}", t - end),
@@ -503,7 +507,7 @@ pub fn run(imp: &Implementation, opts: &GateOptions) -> Result<ModelReport, Stri
             // (3) A cache of another signature: the guard refuses, the bits agree.
             if opts.altered {
                 let alter = altered(&float_caches, &layout)
-                    .map_err(|e| format!("{}: altered caches: {e}", run.context))?;
+                    .at(|| format!("{}: altered caches", run.context))?;
                 let (mut a2, mut b2) = (cloned(&alter), alter);
                 run.step(
                     "altered cache signature",
@@ -538,7 +542,7 @@ pub fn run(imp: &Implementation, opts: &GateOptions) -> Result<ModelReport, Stri
             )?;
             for t in n..n + 6 {
                 for c in [&mut a, &mut b] {
-                    kv_policy::apply(c, &layout).map_err(|e| e.to_string())?;
+                    kv_policy::apply(c, &layout).at(|| format!("{}: kv policy", run.context))?;
                 }
                 run.step(
                     &format!("decode step {}", t - n),
@@ -552,10 +556,9 @@ pub fn run(imp: &Implementation, opts: &GateOptions) -> Result<ModelReport, Stri
     }
     report.elapsed = start.elapsed();
     if report.fast_path == 0 && !opts.self_check {
-        return Err(format!(
-            "{}: no step took the fast path, so nothing compared could have failed",
-            imp.id
-        ));
+        return Err(Error::NoFastPath {
+            id: imp.id.to_owned(),
+        });
     }
     Ok(report)
 }

@@ -21,10 +21,12 @@ use std::fs;
 use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
-use std::sync::OnceLock;
 use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{Arc, OnceLock};
 
 use sha2::{Digest, Sha256};
+
+use crate::error::{Error, Result, io};
 
 /// Bump to force every existing venv to be rebuilt (for a change of install steps).
 pub const HARNESS_VERSION: &str = "mlx-aot-reference-venv/1";
@@ -71,16 +73,17 @@ pub struct PythonEnv {
 /// Ensure the reference virtualenv exists and is current; idempotent and safe to call from many
 /// threads and processes at once. The first call in a process may take a minute (pip install
 /// from PyPI); later calls return at once.
-pub fn python_env() -> Result<PythonEnv, String> {
-    static ENV: OnceLock<Result<PythonEnv, String>> = OnceLock::new();
+pub fn python_env() -> Result<PythonEnv> {
+    static ENV: OnceLock<std::result::Result<PythonEnv, Arc<Error>>> = OnceLock::new();
     ENV.get_or_init(|| {
         let venv = match std::env::var_os("MLX_AOT_REFERENCE_VENV") {
             Some(dir) if !dir.is_empty() => PathBuf::from(dir),
             _ => target_dir().join("mlx-lm-venv"),
         };
-        ensure_venv(&venv)
+        ensure_venv(&venv).map_err(Arc::new)
     })
     .clone()
+    .map_err(Error::Shared)
 }
 
 fn base_python() -> String {
@@ -90,23 +93,27 @@ fn base_python() -> String {
         .unwrap_or_else(|| "python3".to_string())
 }
 
-fn run_command(cmd: &mut Command, what: &str) -> Result<Output, String> {
+fn run_command(cmd: &mut Command, what: &str) -> Result<Output> {
     let program = cmd.get_program().to_string_lossy().into_owned();
+    let failed = |detail: String| Error::Command {
+        what: what.to_owned(),
+        detail,
+    };
     let out = cmd.output().map_err(|e| {
-        if e.kind() == std::io::ErrorKind::NotFound {
+        failed(if e.kind() == std::io::ErrorKind::NotFound {
             format!(
-                "{what}: `{program}` not found; install CPython 3.11 (with the venv module) \
-                 or point MLX_AOT_PYTHON at an interpreter"
+                "`{program}` not found; install CPython 3.11 (with the venv module) or point \
+                 MLX_AOT_PYTHON at an interpreter"
             )
         } else {
-            format!("{what}: cannot run `{program}`: {e}")
-        }
+            format!("cannot run `{program}`: {e}")
+        })
     })?;
     if out.status.success() {
         Ok(out)
     } else {
-        Err(format!(
-            "{what} failed ({}): {program} {}\n--- stderr (tail) ---\n{}\n--- stdout (tail) ---\n{}",
+        Err(failed(format!(
+            "failed ({}): {program} {}\n--- stderr (tail) ---\n{}\n--- stdout (tail) ---\n{}",
             out.status,
             cmd.get_args()
                 .map(|a| a.to_string_lossy().into_owned())
@@ -114,7 +121,7 @@ fn run_command(cmd: &mut Command, what: &str) -> Result<Output, String> {
                 .join(" "),
             tail(&out.stderr, 4000),
             tail(&out.stdout, 2000),
-        ))
+        )))
     }
 }
 
@@ -131,15 +138,15 @@ fn tail(bytes: &[u8], max: usize) -> String {
     format!("...{}", &s[start..])
 }
 
-fn read_text(path: &Path) -> Result<String, String> {
-    fs::read_to_string(path).map_err(|e| format!("cannot read {}: {e}", path.display()))
+fn read_text(path: &Path) -> Result<String> {
+    fs::read_to_string(path).map_err(io(path))
 }
 
 fn venv_python(venv: &Path) -> PathBuf {
     venv.join("bin").join("python")
 }
 
-fn ensure_venv(venv: &Path) -> Result<PythonEnv, String> {
+fn ensure_venv(venv: &Path) -> Result<PythonEnv> {
     let refdir = reference_dir();
     let requirements = refdir.join("requirements.txt");
     let nodeps = refdir.join("requirements-nodeps.txt");
@@ -167,8 +174,8 @@ fn ensure_venv(venv: &Path) -> Result<PythonEnv, String> {
 
     let parent = venv
         .parent()
-        .ok_or_else(|| format!("venv path {} has no parent", venv.display()))?;
-    fs::create_dir_all(parent).map_err(|e| format!("cannot create {}: {e}", parent.display()))?;
+        .ok_or_else(|| Error::Reference(format!("venv path {} has no parent", venv.display())))?;
+    fs::create_dir_all(parent).map_err(io(parent))?;
     let lock_path = parent.join(format!(
         "{}.lock",
         venv.file_name()
@@ -180,11 +187,10 @@ fn ensure_venv(venv: &Path) -> Result<PythonEnv, String> {
         .truncate(false)
         .write(true)
         .open(&lock_path)
-        .map_err(|e| format!("cannot open lock file {}: {e}", lock_path.display()))?;
+        .map_err(io(&lock_path))?;
     // Held until `lock` drops at the end of this function: one process installs, the others wait
     // and then find the stamp.
-    lock.lock()
-        .map_err(|e| format!("cannot lock {}: {e}", lock_path.display()))?;
+    lock.lock().map_err(io(&lock_path))?;
 
     let python = venv_python(venv);
     let stamp = venv.join(STAMP_FILE);
@@ -196,8 +202,7 @@ fn ensure_venv(venv: &Path) -> Result<PythonEnv, String> {
     }
 
     if venv.exists() {
-        fs::remove_dir_all(venv)
-            .map_err(|e| format!("cannot remove stale venv {}: {e}", venv.display()))?;
+        fs::remove_dir_all(venv).map_err(io(venv))?;
     }
     run_command(
         Command::new(&base).arg("-m").arg("venv").arg(venv),
@@ -240,18 +245,18 @@ fn ensure_venv(venv: &Path) -> Result<PythonEnv, String> {
     let got = String::from_utf8_lossy(&check.stdout).trim().to_string();
     let want = format!("{MLX_VERSION} {MLX_LM_VERSION} True");
     if got != want {
-        return Err(format!(
+        return Err(Error::Reference(format!(
             "the reference virtualenv {} reports `{got}`, expected `{want}` \
              (mlx, mlx-lm, mlx-optiq present)",
             venv.display()
-        ));
+        )));
     }
 
     let tmp = venv.join(format!("{STAMP_FILE}.tmp"));
     fs::File::create(&tmp)
         .and_then(|mut f| f.write_all(digest.as_bytes()))
         .and_then(|_| fs::rename(&tmp, &stamp))
-        .map_err(|e| format!("cannot write {}: {e}", stamp.display()))?;
+        .map_err(io(&stamp))?;
     Ok(PythonEnv {
         venv: venv.to_path_buf(),
         python,
@@ -369,22 +374,23 @@ impl LogitsFile {
 
     /// The per-forward cache trace the script records (`start`, `length`, `converted_before`,
     /// `caches_after[{class, offset, buffer, idx, max_size, signature}]`).
-    pub fn trace(&self) -> Result<serde_json::Value, String> {
+    pub fn trace(&self) -> Result<serde_json::Value> {
         let raw = self
             .metadata
             .get("trace")
-            .ok_or("the logits file has no `trace` metadata")?;
-        serde_json::from_str(raw).map_err(|e| format!("bad `trace` metadata: {e}"))
+            .ok_or_else(|| Error::Reference("the logits file has no `trace` metadata".into()))?;
+        serde_json::from_str(raw)
+            .map_err(|e| Error::Reference(format!("bad `trace` metadata: {e}")))
     }
 
     /// The cache signatures (`kv:rotating-quant:4:32`, ...) after the forward number `forward`.
-    pub fn cache_signatures(&self, forward: usize) -> Result<Vec<String>, String> {
+    pub fn cache_signatures(&self, forward: usize) -> Result<Vec<String>> {
         let trace = self.trace()?;
         let caches = trace
             .get(forward)
             .and_then(|f| f.get("caches_after"))
             .and_then(|c| c.as_array())
-            .ok_or_else(|| format!("the trace has no forward {forward}"))?;
+            .ok_or_else(|| Error::Reference(format!("the trace has no forward {forward}")))?;
         Ok(caches
             .iter()
             .map(|c| c["signature"].as_str().unwrap_or_default().to_string())
@@ -393,11 +399,15 @@ impl LogitsFile {
 }
 
 /// Read a logits file written by `mlx_lm_logits.py` (tensor `logits`, f32, rank 3).
-pub fn read_logits(path: impl AsRef<Path>) -> Result<LogitsFile, String> {
+pub fn read_logits(path: impl AsRef<Path>) -> Result<LogitsFile> {
     let path = path.as_ref();
-    let bytes = fs::read(path).map_err(|e| format!("cannot read {}: {e}", path.display()))?;
+    let bad = |detail: String| Error::LogitsFile {
+        path: path.to_owned(),
+        detail,
+    };
+    let bytes = fs::read(path).map_err(io(path))?;
     let (_, meta) = safetensors::SafeTensors::read_metadata(&bytes)
-        .map_err(|e| format!("{}: not a safetensors file: {e:?}", path.display()))?;
+        .map_err(|e| bad(format!("not a safetensors file: {e:?}")))?;
     let metadata: BTreeMap<String, String> = meta
         .metadata()
         .clone()
@@ -405,23 +415,18 @@ pub fn read_logits(path: impl AsRef<Path>) -> Result<LogitsFile, String> {
         .into_iter()
         .collect();
     let tensors = safetensors::SafeTensors::deserialize(&bytes)
-        .map_err(|e| format!("{}: not a safetensors file: {e:?}", path.display()))?;
+        .map_err(|e| bad(format!("not a safetensors file: {e:?}")))?;
     let view = tensors
         .tensor("logits")
-        .map_err(|e| format!("{}: no tensor `logits`: {e:?}", path.display()))?;
+        .map_err(|e| bad(format!("no tensor `logits`: {e:?}")))?;
     if view.dtype() != safetensors::Dtype::F32 {
-        return Err(format!(
-            "{}: `logits` is {:?}, expected F32",
-            path.display(),
-            view.dtype()
-        ));
+        return Err(bad(format!("`logits` is {:?}, expected F32", view.dtype())));
     }
     let shape = view.shape().to_vec();
     if shape.len() != 3 {
-        return Err(format!(
-            "{}: `logits` has shape {shape:?}, expected [B, T, vocab]",
-            path.display()
-        ));
+        return Err(bad(format!(
+            "`logits` has shape {shape:?}, expected [B, T, vocab]"
+        )));
     }
     let data: Vec<f32> = view
         .data()
@@ -429,11 +434,10 @@ pub fn read_logits(path: impl AsRef<Path>) -> Result<LogitsFile, String> {
         .map(|c| f32::from_le_bytes([c[0], c[1], c[2], c[3]]))
         .collect();
     if data.len() != shape.iter().product::<usize>() {
-        return Err(format!(
-            "{}: `logits` holds {} values for shape {shape:?}",
-            path.display(),
+        return Err(bad(format!(
+            "`logits` holds {} values for shape {shape:?}",
             data.len()
-        ));
+        )));
     }
     Ok(LogitsFile {
         shape,
@@ -442,10 +446,10 @@ pub fn read_logits(path: impl AsRef<Path>) -> Result<LogitsFile, String> {
     })
 }
 
-fn scratch_path(stem: &str) -> Result<PathBuf, String> {
+fn scratch_path(stem: &str) -> Result<PathBuf> {
     static COUNTER: AtomicUsize = AtomicUsize::new(0);
     let dir = target_dir().join("mlx-lm-reference-scratch");
-    fs::create_dir_all(&dir).map_err(|e| format!("cannot create {}: {e}", dir.display()))?;
+    fs::create_dir_all(&dir).map_err(io(&dir))?;
     let n = COUNTER.fetch_add(1, Ordering::Relaxed);
     Ok(dir.join(format!("{stem}-{}-{n}.safetensors", std::process::id())))
 }
@@ -462,7 +466,7 @@ impl PythonEnv {
     }
 
     /// Run `reference/<script>` with `args` in the venv; an error carries the script's stderr.
-    pub fn run_script<I, S>(&self, script: &str, args: I) -> Result<Output, String>
+    pub fn run_script<I, S>(&self, script: &str, args: I) -> Result<Output>
     where
         I: IntoIterator<Item = S>,
         S: AsRef<std::ffi::OsStr>,
@@ -479,9 +483,9 @@ impl PythonEnv {
     }
 
     /// Run `mlx_lm_logits.py` and read its output back.
-    pub fn run_logits(&self, req: &LogitsRequest) -> Result<LogitsFile, String> {
+    pub fn run_logits(&self, req: &LogitsRequest) -> Result<LogitsFile> {
         if req.tokens.is_empty() {
-            return Err("run_logits: no token rows".into());
+            return Err(Error::Reference("run_logits: no token rows".into()));
         }
         let (out, scratch) = match &req.out {
             Some(p) => (p.clone(), false),
@@ -516,7 +520,7 @@ impl PythonEnv {
     }
 
     /// Run `make_tiny_model.py --preset <preset> --out <out> <extra...>` (e.g. `["--bits", "4"]`).
-    pub fn make_tiny_model(&self, preset: &str, out: &Path, extra: &[&str]) -> Result<(), String> {
+    pub fn make_tiny_model(&self, preset: &str, out: &Path, extra: &[&str]) -> Result<()> {
         let mut args: Vec<std::ffi::OsString> = vec![
             "--preset".into(),
             preset.into(),
@@ -594,22 +598,24 @@ mod tests {
             .unwrap();
         let bad = dir.join("bad.safetensors");
         fs::write(&bad, safetensors::serialize([("x", other)], &None).unwrap()).unwrap();
-        assert!(
-            read_logits(&bad)
-                .unwrap_err()
-                .contains("no tensor `logits`")
-        );
+        let detail = |e: Error| match e {
+            Error::LogitsFile { path, detail } => {
+                assert_eq!(path, bad);
+                detail
+            }
+            other => panic!("expected a logits-file error, got {other:?}"),
+        };
+        assert!(detail(read_logits(&bad).unwrap_err()).contains("no tensor `logits`"));
         fs::write(&bad, b"garbage").unwrap();
-        assert!(
-            read_logits(&bad)
-                .unwrap_err()
-                .contains("not a safetensors file")
-        );
-        assert!(
-            read_logits(dir.join("missing"))
-                .unwrap_err()
-                .contains("cannot read")
-        );
+        assert!(detail(read_logits(&bad).unwrap_err()).contains("not a safetensors file"));
+        let missing = dir.join("missing");
+        match read_logits(&missing).unwrap_err() {
+            Error::Io { path, source } => {
+                assert_eq!(path, missing);
+                assert_eq!(source.kind(), std::io::ErrorKind::NotFound);
+            }
+            other => panic!("expected an I/O error, got {other:?}"),
+        }
     }
 
     /// E4B-like tiny (PLE, KV sharing, window 8): a prompt longer than the window, then decode
@@ -722,10 +728,14 @@ mod tests {
                 1,
             ))
             .unwrap_err();
-        assert!(err.contains("config.json does not exist"), "{err}");
+        assert!(
+            matches!(err, Error::Command { .. })
+                && err.to_string().contains("config.json does not exist"),
+            "{err}"
+        );
         let err = py
             .run_logits(&LogitsRequest::new(&dir, vec![vec![1, 2], vec![3]], 1))
             .unwrap_err();
-        assert!(err.contains("different lengths"), "{err}");
+        assert!(err.to_string().contains("different lengths"), "{err}");
     }
 }

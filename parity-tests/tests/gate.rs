@@ -11,7 +11,7 @@ fn every_generated_model_matches_the_monolith_bit_for_bit() {
     for imp in generated::implementations() {
         match gate::run(&imp, &opts) {
             Ok(m) => report.models.push(m),
-            Err(e) => failures.push(e),
+            Err(e) => failures.push(e.to_string()),
         }
     }
     eprintln!("{report}");
@@ -27,5 +27,6 @@ fn every_generated_model_matches_the_monolith_bit_for_bit() {
             "{}: both paths must run",
             m.id
         );
+        assert!(m.fast_bytes > 0, "{}: no fast-path bytes compared", m.id);
     }
 }
