@@ -36,6 +36,7 @@ fn flag_names(f: &LayerFlags) -> Vec<&'static str> {
         (f.layer_scalar, "layer_scalar"),
         (f.double_wide_mlp, "double_wide_mlp"),
         (f.qk_norm, "qk_norm"),
+        (f.residual_scale, "residual_scale"),
     ] {
         if on {
             out.push(name);

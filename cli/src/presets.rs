@@ -38,7 +38,7 @@ macro_rules! preset {
 }
 
 /// Every preset, in name order.
-pub const PRESETS: [Preset; 10] = [
+pub const PRESETS: [Preset; 12] = [
     preset!("gemma4-12b", kv),
     preset!("gemma4-26b-a4b", kv),
     preset!("gemma4-26b-a4b-float"),
@@ -48,6 +48,8 @@ pub const PRESETS: [Preset; 10] = [
     preset!("gemma4-e4b-float"),
     preset!("llama-3.2-1b", kv),
     preset!("llama-3.2-1b-float"),
+    preset!("minicpm-2b"),
+    preset!("minicpm4-8b", kv),
     preset!("qwen3-0.6b"),
 ];
 

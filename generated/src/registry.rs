@@ -6,7 +6,7 @@
 use runtime::registry::Implementation;
 
 /// The generated implementations, one per model, in name order.
-pub const IMPLEMENTATIONS: [Implementation; 10] = [
+pub const IMPLEMENTATIONS: [Implementation; 12] = [
     crate::models::gemma4_12b::IMPLEMENTATION,
     crate::models::gemma4_26b_a4b::IMPLEMENTATION,
     crate::models::gemma4_26b_a4b_float::IMPLEMENTATION,
@@ -16,6 +16,8 @@ pub const IMPLEMENTATIONS: [Implementation; 10] = [
     crate::models::gemma4_e4b_float::IMPLEMENTATION,
     crate::models::llama_3_2_1b::IMPLEMENTATION,
     crate::models::llama_3_2_1b_float::IMPLEMENTATION,
+    crate::models::minicpm_2b::IMPLEMENTATION,
+    crate::models::minicpm4_8b::IMPLEMENTATION,
     crate::models::qwen3_0_6b::IMPLEMENTATION,
 ];
 

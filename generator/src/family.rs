@@ -358,7 +358,7 @@ impl FamilyCode for LlamaCode {
     }
 
     fn block_imports(&self) -> Vec<TokenStream> {
-        vec![quote!(Composition)]
+        vec![quote!(Composition), quote!(Residual)]
     }
 
     fn pre_stage(&self, v: &PreStage) -> TokenStream {
@@ -376,10 +376,15 @@ impl FamilyCode for LlamaCode {
         }
     }
 
-    fn post_stage(&self, _v: &PostStage) -> TokenStream {
+    fn post_stage(&self, v: &PostStage) -> TokenStream {
+        let residual = if v.residual_scale {
+            quote!(Residual::Scaled)
+        } else {
+            quote!(Residual::Plain)
+        };
         quote! {
-            let h = blocks::attention_out(w, &h, &o, Composition::SingleToken)?;
-            let h = blocks::mlp(m, w, &h, Composition::SingleToken)?;
+            let h = blocks::attention_out(m, w, &h, &o, #residual, Composition::SingleToken)?;
+            let h = blocks::mlp(m, w, &h, #residual, Composition::SingleToken)?;
             Ok(vec![h])
         }
     }

@@ -20,7 +20,7 @@ pub const MODELS_MOD: &str = "generated/src/models/mod.rs";
 /// The generated registry.
 pub const REGISTRY: &str = "generated/src/registry.rs";
 /// The presets shipped with the repository.
-pub const PRESETS: [&str; 7] = [
+pub const PRESETS: [&str; 9] = [
     "gemma4-e2b",
     "gemma4-e4b",
     "gemma4-12b",
@@ -28,6 +28,8 @@ pub const PRESETS: [&str; 7] = [
     "gemma4-31b",
     "llama-3.2-1b",
     "qwen3-0.6b",
+    "minicpm4-8b",
+    "minicpm-2b",
 ];
 
 /// The command that regenerates everything.

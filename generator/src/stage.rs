@@ -3,7 +3,7 @@
 //! A layer's function depends on its whole [`Variant`] (its cache kind and quantization,
 //! whether it exports its K/V), but its two stages do not: the stage before attention
 //! reads the role, attention type, K=V and q/k norm; the stage after attention reads the
-//! feed-forward kind, the per-layer input and the layer scalar. The family's code sees
+//! feed-forward kind, the per-layer input, the layer scalar and the residual scale. The family's code sees
 //! only these keys ([`PreStage`], [`PostStage`]), so a stage body cannot depend on more
 //! than its key, and the emitter writes one function per distinct key: two layers whose
 //! stages would have the same body share the function.
@@ -67,6 +67,8 @@ pub struct PostStage {
     pub per_layer_input: bool,
     /// The residual stream is multiplied by the layer scalar.
     pub layer_scalar: bool,
+    /// Both residual branches are scaled (Llama family: MiniCPM).
+    pub residual_scale: bool,
 }
 
 impl PostStage {
@@ -77,16 +79,18 @@ impl PostStage {
             moe: v.moe,
             per_layer_input: v.per_layer_input,
             layer_scalar: v.layer_scalar,
+            residual_scale: v.residual_scale,
         }
     }
 
-    /// `post_{dense|moe}` then `_ple`, `_scalar` as they apply.
+    /// `post_{dense|moe}` then `_ple`, `_scalar`, `_scaledres` as they apply.
     pub fn ident(&self) -> Ident {
         let ffn = if self.moe { "moe" } else { "dense" };
         let mut name = format!("post_{ffn}");
         for (on, suffix) in [
             (self.per_layer_input, "_ple"),
             (self.layer_scalar, "_scalar"),
+            (self.residual_scale, "_scaledres"),
         ] {
             if on {
                 name.push_str(suffix);
@@ -122,41 +126,44 @@ fn layers_phrase(layers: &[usize]) -> String {
 /// The stage function of `key`, used by `layers`.
 pub fn pre_function(key: &PreStage, layers: &[usize]) -> TokenStream {
     let code = crate::family::of(key.family);
-    let ty = code.model_type();
-    let name = key.ident();
-    let name_str = name.to_string();
-    let body = code.pre_stage(key);
     let out = if key.donor { "[q, k, v]" } else { "[q]" };
-    let docs = doc::lines(&format!(
+    let doc = format!(
         "Before RoPE and the cache update of {}: `[h] -> {out}`.",
         layers_phrase(layers)
-    ));
-    quote! {
-        #docs
-        fn #name(m: &#ty, i: usize, a: &[Array]) -> Result<Vec<Array>> {
-            let [h] = step::args(#name_str, i, a)?;
-            let w = &m.weights.layers[i];
-            #body
-        }
-    }
+    );
+    stage_function(
+        key.family,
+        key.ident(),
+        &doc,
+        quote!([h]),
+        code.pre_stage(key),
+    )
 }
 
 /// The stage function of `key`, used by `layers`.
 pub fn post_function(key: &PostStage, layers: &[usize]) -> TokenStream {
     let code = crate::family::of(key.family);
-    let ty = code.model_type();
-    let name = key.ident();
-    let name_str = name.to_string();
-    let body = code.post_stage(key);
     let (params, sig) = if key.per_layer_input {
         (quote!([h, o, pli]), "[h, o, pli] -> [h]")
     } else {
         (quote!([h, o]), "[h, o] -> [h]")
     };
-    let docs = doc::lines(&format!(
-        "After attention of {}: `{sig}`.",
-        layers_phrase(layers)
-    ));
+    let doc = format!("After attention of {}: `{sig}`.", layers_phrase(layers));
+    stage_function(key.family, key.ident(), &doc, params, code.post_stage(key))
+}
+
+/// `fn name(m, i, a) -> Result<Vec<Array>>`: its inputs bound from `a` as `params`, the
+/// layer's weights as `w`, then `body`.
+fn stage_function(
+    family: FamilyId,
+    name: Ident,
+    doc: &str,
+    params: TokenStream,
+    body: TokenStream,
+) -> TokenStream {
+    let ty = crate::family::of(family).model_type();
+    let name_str = name.to_string();
+    let docs = doc::lines(doc);
     quote! {
         #docs
         fn #name(m: &#ty, i: usize, a: &[Array]) -> Result<Vec<Array>> {

@@ -50,6 +50,8 @@ pub struct Variant {
     pub layer_scalar: bool,
     /// Queries and keys are RMS-normed over the head dim (Llama family: Qwen3).
     pub qk_norm: bool,
+    /// Both residual branches are scaled (Llama family: MiniCPM).
+    pub residual_scale: bool,
 }
 
 impl Variant {
@@ -92,6 +94,11 @@ impl Variant {
                 "layer {index}: qk_norm is a Llama-family flag (Gemma 4 always norms q/k)"
             )));
         }
+        if family == gemma4::FAMILY_ID && layer.flags.residual_scale {
+            return Err(Error::Unsupported(format!(
+                "layer {index}: residual_scale is a Llama-family flag (MiniCPM)"
+            )));
+        }
         Ok(Variant {
             family,
             role,
@@ -102,6 +109,7 @@ impl Variant {
             moe: layer.flags.moe,
             layer_scalar: layer.flags.layer_scalar,
             qk_norm: layer.flags.qk_norm,
+            residual_scale: layer.flags.residual_scale,
         })
     }
 
@@ -121,7 +129,7 @@ impl Variant {
     }
 
     /// `{donor|sharer}_{sliding|full}_{plain|q<bits>g<group>}` then `_keqv`, `_ple`,
-    /// `_moe`, `_scalar`, `_qknorm`, `_export` as they apply.
+    /// `_moe`, `_scalar`, `_qknorm`, `_scaledres`, `_export` as they apply.
     pub fn name(&self) -> String {
         let role = if self.is_donor() { "donor" } else { "sharer" };
         let mut name = format!("{role}_{}_{}", self.attention, quant_tag(self.quant()));
@@ -131,6 +139,7 @@ impl Variant {
             (self.moe, "_moe"),
             (self.layer_scalar, "_scalar"),
             (self.qk_norm, "_qknorm"),
+            (self.residual_scale, "_scaledres"),
             (self.is_exported(), "_export"),
         ] {
             if on {
@@ -166,6 +175,9 @@ impl Variant {
         }
         if self.qk_norm {
             s.push_str("; q/k RMSNorm over the head dim");
+        }
+        if self.residual_scale {
+            s.push_str("; scaled residual branches");
         }
         s.push_str("; ");
         s.push_str(crate::family::of(self.family).mlp_phrase());
@@ -252,6 +264,7 @@ mod tests {
             moe: false,
             layer_scalar: true,
             qk_norm: false,
+            residual_scale: false,
         };
         assert_eq!(v.name(), "donor_sliding_q4g64_ple_scalar_export");
         let s = Variant {
@@ -264,6 +277,7 @@ mod tests {
             moe: true,
             layer_scalar: false,
             qk_norm: false,
+            residual_scale: false,
         };
         assert_eq!(s.name(), "sharer_full_plain_moe");
         let l = Variant {
@@ -279,6 +293,7 @@ mod tests {
             moe: false,
             layer_scalar: false,
             qk_norm: true,
+            residual_scale: false,
         };
         assert_eq!(l.name(), "donor_full_q8g64_qknorm");
     }

@@ -276,21 +276,35 @@ fn generation_matches_mlx_lm_token_for_token() {
 /// Writes the twin of a Llama-family `preset` into a scratch folder.
 /// (Its head tied as the preset says, or untied.)
 fn llama_twin_folder_with(preset: &str, quant: Option<QuantSpec>, tied: bool) -> PathBuf {
-    use runtime::model::llama::{LlamaConfig, synth as lsynth};
-    let mut config =
-        lsynth::twin(&LlamaConfig::from_file(&preset_dir(preset).join("config.json")).unwrap());
+    let mut config = llama_twin(preset);
     config.tie_word_embeddings = tied;
+    let tag = format!("{preset}{}", if tied { "-tied" } else { "-untied" });
+    llama_folder(&tag, &config, quant)
+}
+
+/// The twin of the Llama-family `preset`.
+fn llama_twin(preset: &str) -> runtime::model::llama::LlamaConfig {
+    use runtime::model::llama::{LlamaConfig, synth as lsynth};
+    lsynth::twin(&LlamaConfig::from_file(&preset_dir(preset).join("config.json")).unwrap())
+}
+
+/// Writes `config` with seeded random weights (`quant` or float) into a scratch folder.
+fn llama_folder(
+    tag: &str,
+    config: &runtime::model::llama::LlamaConfig,
+    quant: Option<QuantSpec>,
+) -> PathBuf {
+    use runtime::model::llama::synth as lsynth;
     let (tensors, qmap) =
-        lsynth::random_tensors_as(&config, SynthOptions { seed: 2026, quant }, Dtype::Bfloat16)
+        lsynth::random_tensors_as(config, SynthOptions { seed: 2026, quant }, Dtype::Bfloat16)
             .unwrap();
     let tag = format!(
-        "{preset}-{}{}",
-        quant.map_or("float".to_owned(), |q| format!("q{}", q.bits)),
-        if tied { "" } else { "-untied" }
+        "{tag}-{}",
+        quant.map_or("float".to_owned(), |q| format!("q{}", q.bits))
     );
     let dir = std::env::temp_dir().join(format!("mlx-aot-reference-{}-{tag}", std::process::id()));
     let _ = std::fs::remove_dir_all(&dir);
-    lsynth::write_folder(&dir, &config, &tensors, qmap.as_ref()).unwrap();
+    lsynth::write_folder(&dir, config, &tensors, qmap.as_ref()).unwrap();
     dir
 }
 
@@ -315,38 +329,51 @@ fn ours_llama(dir: &Path, rows: &[Vec<u32>], compiled_swiglu: bool) -> Vec<f32> 
 /// Prefill `PROMPT` then `STEPS` decode steps, batch 2, float caches; SwiGLU compiled on
 /// both sides, then op by op on both sides (`mx.disable_compile()` in the reference).
 fn check_llama(preset: &str, quant: Option<QuantSpec>) {
-    check_llama_with(preset, quant, true)
+    check_llama_with(preset, quant, llama_twin(preset).tie_word_embeddings)
 }
 
 fn check_llama_with(preset: &str, quant: Option<QuantSpec>, tied: bool) {
-    let env = python_env().expect("the Python reference environment");
     let dir = llama_twin_folder_with(preset, quant, tied);
+    let what = format!(
+        "{preset}{}",
+        if tied {
+            " (tied head)"
+        } else {
+            " (untied head)"
+        }
+    );
+    check_llama_folder(&what, &dir, preset.len() as u32, quant);
+}
+
+/// The monolith against mlx-lm on the model in `dir`, as [`check_llama`] describes.
+fn check_llama_folder(what: &str, dir: &Path, seed: u32, quant: Option<QuantSpec>) {
+    let env = python_env().expect("the Python reference environment");
     let rows = vec![
-        tokens(preset.len() as u32, PROMPT + STEPS),
-        tokens(preset.len() as u32 + 1, PROMPT + STEPS),
+        tokens(seed, PROMPT + STEPS),
+        tokens(seed + 1, PROMPT + STEPS),
     ];
+    let name = what;
     for compiled in [true, false] {
         let what = format!(
-            "{preset}{} {} weights, float caches, swiglu {}",
-            if tied { "" } else { " (untied head)" },
+            "{name} {} weights, float caches, swiglu {}",
             quant.map_or("float".into(), |q| q.to_string()),
             if compiled { "compiled" } else { "eager" }
         );
         let theirs = env
             .run_logits(
-                &LogitsRequest::new(&dir, rows.clone(), PROMPT)
+                &LogitsRequest::new(dir, rows.clone(), PROMPT)
                     .kv(KvMode::Float)
                     .no_compile(!compiled),
             )
             .unwrap();
         assert_eq!(theirs.shape, [2, PROMPT + STEPS, 512]);
-        assert_bits_equal(&what, &ours_llama(&dir, &rows, compiled), &theirs.data, 512);
+        assert_bits_equal(&what, &ours_llama(dir, &rows, compiled), &theirs.data, 512);
         eprintln!(
             "{what}: bit-exact over {} positions x 2 rows",
             PROMPT + STEPS
         );
     }
-    let _ = std::fs::remove_dir_all(&dir);
+    let _ = std::fs::remove_dir_all(dir);
 }
 
 #[test]
@@ -366,4 +393,39 @@ fn llama_untied_head_matches_mlx_lm() {
     // Both presets tie the head; an untied twin checks `lm_head` (float and 4-bit).
     check_llama_with("llama-3.2-1b", None, false);
     check_llama_with("qwen3-0.6b", Q4, false);
+}
+
+// MiniCPM (minicpm.py): scaled embedding, residual branches and head input; LongRoPE.
+
+#[test]
+fn minicpm4_8b_matches_mlx_lm() {
+    // LongRoPE with max_position_embeddings equal to the original: input scale 1.
+    check_llama("minicpm4-8b", None);
+    check_llama("minicpm4-8b", Q4);
+}
+
+#[test]
+fn minicpm_longrope_past_the_original_context_matches_mlx_lm() {
+    use runtime::model::llama::LlamaRope;
+    // max_position_embeddings 4x the original (OpenBMB's 128K setting): SuScaledRoPE
+    // scales its input by sqrt(1 + ln 4 / ln 32768).
+    let mut config = llama_twin("minicpm4-8b");
+    config.max_position_embeddings = Some(131072);
+    let LlamaRope::LongRope { scaling, .. } = &mut config.rope else {
+        panic!("minicpm4-8b's preset is LongRoPE: {:?}", config.rope)
+    };
+    scaling.max_position_embeddings = 131072.0;
+    assert!(scaling.mscale() > 1.0, "{}", scaling.mscale());
+    for quant in [None, Q4] {
+        let dir = llama_folder("minicpm4-8b-128k", &config, quant);
+        check_llama_folder("minicpm4-8b at 128K positions", &dir, 77, quant);
+        let _ = std::fs::remove_dir_all(&dir);
+    }
+}
+
+#[test]
+fn minicpm_2b_matches_mlx_lm() {
+    // Default RoPE, no GQA (36 kv heads of 36).
+    check_llama("minicpm-2b", None);
+    check_llama("minicpm-2b", Q4);
 }

@@ -82,6 +82,11 @@ pub struct LayerFlags {
     /// the plans of the families that never set it keep their fingerprints.
     #[serde(default, skip_serializing_if = "is_false")]
     pub qk_norm: bool,
+    /// Both residual branches are scaled by `scale_depth / sqrt(layers)` (Llama family:
+    /// MiniCPM, which also scales the embedding and the head input). Hashed only when
+    /// set, as `qk_norm`.
+    #[serde(default, skip_serializing_if = "is_false")]
+    pub residual_scale: bool,
 }
 
 fn is_false(b: &bool) -> bool {

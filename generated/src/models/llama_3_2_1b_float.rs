@@ -13,7 +13,7 @@
 use runtime::cache::{AnyCache, KvCache};
 use runtime::error::Result;
 use runtime::mlx_rs::Array;
-use runtime::model::llama::blocks::{self, Composition};
+use runtime::model::llama::blocks::{self, Composition, Residual};
 use runtime::config::LayerType;
 use runtime::model::llama::step::{self, DecodeSegments, Stage, Step};
 use runtime::model::llama::Llama;
@@ -64,8 +64,15 @@ fn pre_donor_full(m: &Llama, i: usize, a: &[Array]) -> Result<Vec<Array>> {
 fn post_dense(m: &Llama, i: usize, a: &[Array]) -> Result<Vec<Array>> {
     let [h, o] = step::args("post_dense", i, a)?;
     let w = &m.weights.layers[i];
-    let h = blocks::attention_out(w, &h, &o, Composition::SingleToken)?;
-    let h = blocks::mlp(m, w, &h, Composition::SingleToken)?;
+    let h = blocks::attention_out(
+        m,
+        w,
+        &h,
+        &o,
+        Residual::Plain,
+        Composition::SingleToken,
+    )?;
+    let h = blocks::mlp(m, w, &h, Residual::Plain, Composition::SingleToken)?;
     Ok(vec![h])
 }
 

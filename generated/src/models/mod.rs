@@ -21,4 +21,8 @@ pub mod llama_3_2_1b;
 
 pub mod llama_3_2_1b_float;
 
+pub mod minicpm_2b;
+
+pub mod minicpm4_8b;
+
 pub mod qwen3_0_6b;

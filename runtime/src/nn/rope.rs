@@ -1,5 +1,6 @@
 //! Rotary position embeddings: the default type, Gemma 4's proportional type
-//! (gemma4.md §3.6) and Llama 3's scaled type. All rotate halves (`traditional = false`).
+//! (gemma4.md §3.6), Llama 3's scaled type, the linear type and LongRoPE. All rotate
+//! halves (`traditional = false`).
 
 use mlx_rs::{Array, Dtype};
 
@@ -50,6 +51,51 @@ pub enum Rope {
         /// `dims / 2` frequencies.
         freqs: Array,
     },
+    /// `fast::rope(x, dims, base, scale)`: positions scaled by `1 / factor` (mlx-lm's
+    /// `linear` type, an `nn.RoPE` with `scale`).
+    Linear {
+        /// Rotated dims (the head dim).
+        dims: i32,
+        /// rope_theta as the C float MLX receives.
+        base: f32,
+        /// `1 / factor` as the C float MLX receives.
+        scale: f32,
+    },
+    /// mlx-lm's `SuScaledRoPE` (`longrope`): `x * mscale`, then `fast::rope` with the
+    /// long factors times the default frequencies.
+    LongRope {
+        /// The head dim.
+        dims: i32,
+        /// `dims / 2` frequencies.
+        freqs: Array,
+        /// The input scale (1 when the context is not extended past the original).
+        mscale: f64,
+    },
+}
+
+/// LongRoPE (`rope_scaling` with `rope_type: longrope`), as mlx-lm's `SuScaledRoPE` reads
+/// it.
+#[derive(Debug, Clone, PartialEq)]
+pub struct LongRopeScaling {
+    /// long_factor: one per rotated pair, or one for all.
+    pub long_factor: Vec<f64>,
+    /// original_max_position_embeddings.
+    pub original_max_position_embeddings: f64,
+    /// The config's max_position_embeddings (required: the scale depends on it).
+    pub max_position_embeddings: f64,
+}
+
+impl LongRopeScaling {
+    /// The input scale: `sqrt(1 + ln(factor) / ln(original))` with `factor = max /
+    /// original` when that exceeds 1, else 1 (in f64, as Python computes it).
+    pub fn mscale(&self) -> f64 {
+        let factor = self.max_position_embeddings / self.original_max_position_embeddings;
+        if factor <= 1.0 {
+            1.0
+        } else {
+            (1.0 + factor.ln() / self.original_max_position_embeddings.ln()).sqrt()
+        }
+    }
 }
 
 /// Llama 3 rope scaling (`rope_scaling` with `rope_type: llama3`).
@@ -128,6 +174,28 @@ impl Rope {
         Ok(Rope::Llama3 { dims: d, freqs })
     }
 
+    /// LongRoPE over `dims` dims: `long_factor * base ** (arange(0, dims, 2) / dims)` in
+    /// f32 device ops, as `SuScaledRoPE` builds it.
+    pub fn long_rope(dims: usize, theta: f64, s: &LongRopeScaling) -> Result<Self> {
+        let d = dims as i32;
+        let exponents = Array::arange::<f64, f32>(0.0, d as f64, 2.0)?;
+        let exponents = super::scalar::div(&exponents, d as f64)?;
+        let freqs = mlx_rs::ops::power(super::scalar::scalar(theta, Dtype::Float32)?, &exponents)?;
+        let factors: Vec<f32> = s.long_factor.iter().map(|&f| f as f32).collect();
+        let factors = if factors.len() == 1 {
+            Array::from_f32(factors[0])
+        } else {
+            Array::from_slice(&factors, &[factors.len() as i32])
+        };
+        let freqs = mlx_rs::ops::multiply(&factors, &freqs)?;
+        freqs.eval()?;
+        Ok(Rope::LongRope {
+            dims: d,
+            freqs,
+            mscale: s.mscale(),
+        })
+    }
+
     /// Rotates `x` (`[B, heads, L, D]`) for positions starting at `offset`.
     pub fn apply(&self, x: &Array, offset: i32) -> Result<Array> {
         Ok(match self {
@@ -135,6 +203,24 @@ impl Rope {
                 mlx_rs::fast::rope(x, *dims, false, *base, 1.0, offset, None)?
             }
             Rope::Proportional { dims, freqs } | Rope::Llama3 { dims, freqs } => {
+                mlx_rs::fast::rope(x, *dims, false, None, 1.0, offset, freqs)?
+            }
+            Rope::Linear { dims, base, scale } => {
+                mlx_rs::fast::rope(x, *dims, false, *base, *scale, offset, None)?
+            }
+            Rope::LongRope {
+                dims,
+                freqs,
+                mscale,
+            } => {
+                // x * 1.0 is x, byte for byte: skip the op then.
+                let scaled;
+                let x = if *mscale == 1.0 {
+                    x
+                } else {
+                    scaled = super::scalar::mul(x, *mscale)?;
+                    &scaled
+                };
                 mlx_rs::fast::rope(x, *dims, false, None, 1.0, offset, freqs)?
             }
         })

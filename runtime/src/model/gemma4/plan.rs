@@ -129,6 +129,7 @@ pub fn resolve(config: &Gemma4Config, kv: &KvLayout, facts: &WeightFacts) -> Res
             layer_scalar: facts.layer_scalar[i],
             double_wide_mlp: config.double_wide(i),
             qk_norm: false,
+            residual_scale: false,
         };
         layers.push(LayerPlan {
             attention,

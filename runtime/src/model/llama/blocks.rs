@@ -1,5 +1,5 @@
 //! The building blocks of a Llama-family forward pass, in mlx-lm's composition
-//! (`models/llama.py`, `models/qwen3.py`). The monolith and every generated module call
+//! (`models/llama.py`, `models/qwen3.py`, `models/minicpm.py`). The monolith and every generated module call
 //! these same functions, so both build the same MLX graph.
 
 use mlx_rs::Array;
@@ -12,7 +12,7 @@ pub use crate::nn::composition::Composition;
 use crate::nn::fused::products;
 use crate::nn::mask::AttnMask;
 use crate::nn::scaled::{sdpa_quantized_scaled, sdpa_scaled};
-use crate::nn::{Rope, rms_norm};
+use crate::nn::{Rope, rms_norm, scalar};
 
 /// `embed_tokens(tokens)` for `tokens` `[B, L]`: the residual stream entering layer 0.
 pub fn embed(m: &Llama, tokens: &Array) -> Result<Array> {
@@ -22,7 +22,44 @@ pub fn embed(m: &Llama, tokens: &Array) -> Result<Array> {
             tokens.shape()
         )));
     }
-    m.weights.embed.lookup(tokens)
+    let h = m.weights.embed.lookup(tokens)?;
+    match m.config.minicpm {
+        Some(s) => scalar::mul(&h, s.scale_emb),
+        None => Ok(h),
+    }
+}
+
+/// How a layer adds a block's output `r` to the residual stream `h`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Residual {
+    /// `h + r`.
+    Plain,
+    /// `h + r * (scale_depth / sqrt(num_hidden_layers))` (MiniCPM).
+    Scaled,
+}
+
+impl Residual {
+    /// The residual of a layer with `scaled` set in its plan.
+    pub fn of(scaled: bool) -> Self {
+        if scaled {
+            Residual::Scaled
+        } else {
+            Residual::Plain
+        }
+    }
+
+    fn add(self, m: &Llama, h: &Array, r: &Array) -> Result<Array> {
+        let r = match self {
+            Residual::Plain => r.clone(),
+            Residual::Scaled => {
+                let s = m.config.minicpm.ok_or_else(|| {
+                    Error::Unsupported("a scaled residual in a model without MiniCPM scales".into())
+                })?;
+                scalar::mul(r, s.residual(m.config.num_hidden_layers))?
+            }
+        };
+        Ok(mlx_rs::ops::add(h, &r)?)
+    }
 }
 
 /// The mask of an `n`-token step, from the first cache (mlx-lm's
@@ -134,32 +171,45 @@ pub fn attend(m: &Llama, q: &Array, kv: &Kv, mask: &AttnMask) -> Result<Array> {
     }
 }
 
-/// `h + o_proj(o)` for the attention output `o` `[B, nh, L, D]` (its heads back to
-/// `[B, L, nh·D]` by transpose and reshape, or for one token under
+/// `h + o_proj(o)` (as `residual` adds it) for the attention output `o` `[B, nh, L, D]`
+/// (its heads back to `[B, L, nh·D]` by transpose and reshape, or for one token under
 /// [`Composition::SingleToken`] the reshape alone).
 pub fn attention_out(
+    m: &Llama,
     w: &LayerWeights,
     h: &Array,
     o: &Array,
+    residual: Residual,
     composition: Composition,
 ) -> Result<Array> {
     let a = w.attn.o_proj.forward(&composition.merge_heads(o)?)?;
-    Ok(mlx_rs::ops::add(h, &a)?)
+    residual.add(m, h, &a)
 }
 
-/// `h + mlp(post_attention_layernorm(h))`, the MLP a SwiGLU (gate and up from one
-/// matmul where `composition` picks the fused form).
-pub fn mlp(m: &Llama, w: &LayerWeights, h: &Array, composition: Composition) -> Result<Array> {
+/// `h + mlp(post_attention_layernorm(h))` (as `residual` adds it), the MLP a SwiGLU (gate
+/// and up from one matmul where `composition` picks the fused form).
+pub fn mlp(
+    m: &Llama,
+    w: &LayerWeights,
+    h: &Array,
+    residual: Residual,
+    composition: Composition,
+) -> Result<Array> {
     let f = rms_norm(h, Some(&w.post_attn_norm), m.eps)?;
     let f = w
         .mlp
         .forward_with(&f, composition, m.options.compiled_swiglu)?;
-    Ok(mlx_rs::ops::add(h, &f)?)
+    residual.add(m, h, &f)
 }
 
 /// Final norm and head (tied or not): logits `[B, L, vocab]` in the activation dtype.
+/// MiniCPM divides the normed stream by `hidden_size / dim_model_base` first.
 pub fn head(m: &Llama, h: &Array) -> Result<Array> {
     let h = rms_norm(h, Some(&m.weights.norm), m.eps)?;
+    let h = match m.config.minicpm {
+        Some(s) => scalar::div(&h, s.logit_divisor(m.config.hidden_size))?,
+        None => h,
+    };
     match &m.weights.lm_head {
         Some(head) => head.forward(&h),
         None => m.weights.embed.as_linear(&h),

@@ -1,8 +1,9 @@
-//! The Llama-family config (`config.json` with `model_type` llama or qwen3), validated
-//! with mlx-lm 0.32.0's defaults (`models/llama.py`, `models/qwen3.py`): what mlx-lm
-//! fills in is filled in the same way, what it would compute differently from this
-//! engine (attention or MLP biases, traditional RoPE, sliding layers, other RoPE
-//! scalings) is an error naming the file and key.
+//! The Llama-family config (`config.json` with `model_type` llama, qwen3 or minicpm),
+//! validated with mlx-lm 0.32.0's defaults (`models/llama.py`, `models/qwen3.py`,
+//! `models/minicpm.py`): what mlx-lm fills in is filled in the same way, what it would
+//! compute differently from this engine (attention or MLP biases, traditional RoPE,
+//! sliding layers, other RoPE scalings) or not load at all (a tied MiniCPM) is an error
+//! naming the file and key.
 
 use std::path::Path;
 
@@ -11,7 +12,7 @@ use serde_json::{Value, json};
 use crate::config::{check_dim, read_num_layers};
 use crate::error::{Error, Result};
 use crate::json::{self, Obj};
-use crate::nn::rope::Llama3Scaling;
+use crate::nn::rope::{Llama3Scaling, LongRopeScaling};
 use crate::quantization::QuantizationMap;
 
 /// Which mlx-lm model file computes the config.
@@ -21,6 +22,9 @@ pub enum LlamaKind {
     Llama,
     /// `models/qwen3.py`: Llama with RMSNorm on q and k over the head dim.
     Qwen3,
+    /// `models/minicpm.py`: Llama with the embedding, both residual branches and the
+    /// head input scaled ([`MiniCpmScales`]).
+    MiniCpm,
 }
 
 impl LlamaKind {
@@ -29,12 +33,36 @@ impl LlamaKind {
         match self {
             LlamaKind::Llama => "llama",
             LlamaKind::Qwen3 => "qwen3",
+            LlamaKind::MiniCpm => "minicpm",
         }
     }
 }
 
-/// How the family rotates queries and keys.
+/// MiniCPM's scalings (muP), as `models/minicpm.py` applies them.
 #[derive(Debug, Clone, Copy, PartialEq)]
+pub struct MiniCpmScales {
+    /// scale_emb: the embedding is multiplied by it.
+    pub scale_emb: f64,
+    /// scale_depth: each residual branch is multiplied by `scale_depth / sqrt(layers)`.
+    pub scale_depth: f64,
+    /// dim_model_base: the head's input is divided by `hidden_size / dim_model_base`.
+    pub dim_model_base: f64,
+}
+
+impl MiniCpmScales {
+    /// `scale_depth / num_hidden_layers ** 0.5`, in f64 as Python computes it.
+    pub fn residual(&self, layers: usize) -> f64 {
+        self.scale_depth / (layers as f64).powf(0.5)
+    }
+
+    /// `hidden_size / dim_model_base`.
+    pub fn logit_divisor(&self, hidden_size: usize) -> f64 {
+        hidden_size as f64 / self.dim_model_base
+    }
+}
+
+/// How the family rotates queries and keys (mlx-lm's `initialize_rope`).
+#[derive(Debug, Clone, PartialEq)]
 pub enum LlamaRope {
     /// `nn.RoPE(head_dim, base = rope_theta)` (no scaling, or `rope_type: default`).
     Default {
@@ -48,6 +76,35 @@ pub enum LlamaRope {
         /// The scaling parameters.
         scaling: Llama3Scaling,
     },
+    /// `nn.RoPE` with `scale = 1 / factor` (`rope_type: linear`).
+    Linear {
+        /// rope_theta.
+        theta: f64,
+        /// factor.
+        factor: f64,
+    },
+    /// mlx-lm's `SuScaledRoPE` (`rope_type: longrope`).
+    LongRope {
+        /// rope_theta.
+        theta: f64,
+        /// The scaling parameters.
+        scaling: LongRopeScaling,
+        /// short_factor as written (mlx-lm requires it and never uses it; kept so the
+        /// written config reads back the same).
+        short_factor: Vec<f64>,
+    },
+}
+
+impl LlamaRope {
+    /// rope_theta.
+    pub fn theta(&self) -> f64 {
+        match self {
+            LlamaRope::Default { theta }
+            | LlamaRope::Llama3 { theta, .. }
+            | LlamaRope::Linear { theta, .. }
+            | LlamaRope::LongRope { theta, .. } => *theta,
+        }
+    }
 }
 
 /// A validated Llama-family config.
@@ -71,6 +128,8 @@ pub struct LlamaConfig {
     pub head_dim: usize,
     /// RMSNorm on q and k (Qwen3).
     pub qk_norm: bool,
+    /// MiniCPM's scalings.
+    pub minicpm: Option<MiniCpmScales>,
     /// The RoPE.
     pub rope: LlamaRope,
     /// rms_norm_eps.
@@ -108,20 +167,23 @@ impl LlamaConfig {
         let kind = match c.str("model_type")? {
             "llama" => LlamaKind::Llama,
             "qwen3" => LlamaKind::Qwen3,
+            "minicpm" => LlamaKind::MiniCpm,
             other => {
                 return Err(c.err(
                     "model_type",
-                    format!("expected llama or qwen3, found {other:?}"),
+                    format!("expected llama, qwen3 or minicpm, found {other:?}"),
                 ));
             }
         };
         let qwen = kind == LlamaKind::Qwen3;
+        let minicpm_kind = kind == LlamaKind::MiniCpm;
         let num_hidden_layers = read_num_layers(&c)?;
         let hidden_size = c.positive("hidden_size")?;
         let intermediate_size = c.positive("intermediate_size")?;
         let num_attention_heads = c.positive("num_attention_heads")?;
-        // Required by qwen3.py's dataclass; llama.py defaults them.
-        let num_key_value_heads = match (qwen, c.opt_usize("num_key_value_heads")?) {
+        // Required by qwen3.py's and minicpm.py's dataclasses; llama.py defaults them.
+        let num_key_value_heads = match (qwen || minicpm_kind, c.opt_usize("num_key_value_heads")?)
+        {
             (_, Some(n)) => n,
             (false, None) => num_attention_heads,
             (true, None) => {
@@ -138,6 +200,16 @@ impl LlamaConfig {
             ));
         }
         let head_dim = match (qwen, c.opt_usize("head_dim")?) {
+            // minicpm.py takes hidden_size // num_attention_heads whatever the config says.
+            (_, Some(d)) if minicpm_kind && d * num_attention_heads != hidden_size => {
+                return Err(c.err(
+                    "head_dim",
+                    format!(
+                        "MiniCPM's head dim is hidden_size / num_attention_heads ({}), found {d}",
+                        hidden_size / num_attention_heads.max(1)
+                    ),
+                ));
+            }
             (_, Some(d)) => d,
             (false, None) => {
                 if !hidden_size.is_multiple_of(num_attention_heads) {
@@ -168,12 +240,29 @@ impl LlamaConfig {
         if qwen && max_position_embeddings.is_none() {
             return Err(c.err("max_position_embeddings", "missing; expected an integer"));
         }
-        let tie_word_embeddings = match (qwen, c.opt_bool("tie_word_embeddings")?) {
+        let tie_word_embeddings = match (kind, c.opt_bool("tie_word_embeddings")?) {
+            (LlamaKind::MiniCpm, Some(true)) => {
+                return Err(c.err(
+                    "tie_word_embeddings",
+                    "a tied MiniCPM does not load in mlx-lm 0.32.0 (its sanitize adds \
+                     lm_head.weight, which a tied model has no module for); expected false",
+                ));
+            }
             (_, Some(t)) => t,
-            (false, None) => true,
-            (true, None) => {
+            (LlamaKind::MiniCpm, None) => false,
+            (LlamaKind::Llama, None) => true,
+            (LlamaKind::Qwen3, None) => {
                 return Err(c.err("tie_word_embeddings", "missing; expected true or false"));
             }
+        };
+        let minicpm = if minicpm_kind {
+            Some(MiniCpmScales {
+                scale_emb: positive_f64(&c, "scale_emb", None)?,
+                scale_depth: positive_f64(&c, "scale_depth", None)?,
+                dim_model_base: positive_f64(&c, "dim_model_base", None)?,
+            })
+        } else {
+            None
         };
         for key in ["attention_bias", "mlp_bias"] {
             if c.opt_bool(key)? == Some(true) {
@@ -208,7 +297,7 @@ impl LlamaConfig {
         {
             return Err(c.err("hidden_act", format!("expected \"silu\", found {act:?}")));
         }
-        let rope = read_rope(&c, qwen)?;
+        let rope = read_rope(&c, kind, max_position_embeddings, head_dim)?;
 
         let token = |key: &str, v: &Value| -> Result<u32> {
             v.as_u64()
@@ -256,6 +345,7 @@ impl LlamaConfig {
             num_key_value_heads,
             head_dim,
             qk_norm: qwen,
+            minicpm,
             rope,
             rms_norm_eps,
             vocab_size,
@@ -270,7 +360,7 @@ impl LlamaConfig {
     /// The config as mlx-lm reads it (every key this engine uses spelled out).
     /// `quantization` is written separately.
     pub fn to_json(&self) -> Value {
-        let rope_scaling = match self.rope {
+        let rope_scaling = match &self.rope {
             LlamaRope::Default { .. } => Value::Null,
             LlamaRope::Llama3 { scaling: s, .. } => json!({
                 "rope_type": "llama3",
@@ -279,11 +369,21 @@ impl LlamaConfig {
                 "high_freq_factor": s.high_freq_factor,
                 "original_max_position_embeddings": s.original_max_position_embeddings as u64,
             }),
+            LlamaRope::Linear { factor, .. } => json!({"rope_type": "linear", "factor": factor}),
+            LlamaRope::LongRope {
+                scaling,
+                short_factor,
+                ..
+            } => json!({
+                "rope_type": "longrope",
+                "long_factor": scaling.long_factor,
+                "short_factor": short_factor,
+                "original_max_position_embeddings":
+                    scaling.original_max_position_embeddings as u64,
+            }),
         };
-        let theta = match self.rope {
-            LlamaRope::Default { theta } | LlamaRope::Llama3 { theta, .. } => theta,
-        };
-        json!({
+        let theta = self.rope.theta();
+        let mut out = json!({
             "model_type": self.kind.model_type(),
             "hidden_size": self.hidden_size,
             "num_hidden_layers": self.num_hidden_layers,
@@ -302,7 +402,13 @@ impl LlamaConfig {
             "max_position_embeddings": self.max_position_embeddings,
             "bos_token_id": self.bos_token_id,
             "eos_token_id": self.eos_token_ids,
-        })
+        });
+        if let (Some(m), Some(o)) = (self.minicpm, out.as_object_mut()) {
+            o.insert("scale_emb".into(), json!(m.scale_emb));
+            o.insert("scale_depth".into(), json!(m.scale_depth));
+            o.insert("dim_model_base".into(), json!(m.dim_model_base));
+        }
+        out
     }
 }
 
@@ -318,7 +424,26 @@ fn positive_f64(o: &Obj<'_>, key: &str, default: Option<f64>) -> Result<f64> {
     Ok(v)
 }
 
-fn read_rope(c: &Obj<'_>, qwen: bool) -> Result<LlamaRope> {
+/// A whole number of positions that f64 holds exactly (written back as an integer by
+/// `to_json`, so 0.5 would validate, then be written as 0, which does not).
+fn positions(o: &Obj<'_>, key: &str, default: Option<f64>) -> Result<f64> {
+    let v = positive_f64(o, key, default)?;
+    if v.fract() != 0.0 || v > (1u64 << 53) as f64 {
+        return Err(o.err(
+            key,
+            format!("must be a whole number of positions up to 2^53, found {v}"),
+        ));
+    }
+    Ok(v)
+}
+
+fn read_rope(
+    c: &Obj<'_>,
+    kind: LlamaKind,
+    max_position_embeddings: Option<usize>,
+    head_dim: usize,
+) -> Result<LlamaRope> {
+    let qwen = kind == LlamaKind::Qwen3;
     // transformers >= 5 nests rope_theta and rope_scaling under rope_parameters (qwen3.py
     // reads them from there when the flat keys are absent).
     let params = match c.get_non_null("rope_parameters") {
@@ -328,8 +453,11 @@ fn read_rope(c: &Obj<'_>, qwen: bool) -> Result<LlamaRope> {
     let theta = match (c.opt_f64("rope_theta")?, &params) {
         (Some(_), _) => positive_f64(c, "rope_theta", None)?,
         (None, Some(p)) => positive_f64(p, "rope_theta", None)?,
-        (None, None) if qwen => return Err(c.err("rope_theta", "missing; expected a number")),
-        (None, None) => 10000.0,
+        (None, None) => match kind {
+            LlamaKind::Qwen3 => return Err(c.err("rope_theta", "missing; expected a number")),
+            LlamaKind::Llama => 10000.0,
+            LlamaKind::MiniCpm => 1_000_000.0,
+        },
     };
     let scaling = match (c.get_non_null("rope_scaling"), params) {
         (Some(_), _) => Some(c.child("rope_scaling", "an object")?),
@@ -338,33 +466,32 @@ fn read_rope(c: &Obj<'_>, qwen: bool) -> Result<LlamaRope> {
     let Some(s) = scaling else {
         return Ok(LlamaRope::Default { theta });
     };
+    let type_key = if s.get("type").is_some() {
+        "type"
+    } else {
+        "rope_type"
+    };
     let rope_type = match s.opt_str("type")? {
         Some(t) => t,
         None => s.opt_str("rope_type")?.unwrap_or("default"),
     };
     match rope_type {
         "default" => Ok(LlamaRope::Default { theta }),
+        "linear" => Ok(LlamaRope::Linear {
+            theta,
+            factor: positive_f64(&s, "factor", None)?,
+        }),
         "llama3" => {
             let scaling = Llama3Scaling {
                 factor: positive_f64(&s, "factor", None)?,
                 low_freq_factor: positive_f64(&s, "low_freq_factor", Some(1.0))?,
                 high_freq_factor: positive_f64(&s, "high_freq_factor", Some(4.0))?,
-                original_max_position_embeddings: positive_f64(
+                original_max_position_embeddings: positions(
                     &s,
                     "original_max_position_embeddings",
                     Some(8192.0),
                 )?,
             };
-            // A count of positions: written back as an integer (`to_json`), so only whole
-            // numbers that f64 holds exactly are accepted (0.5 used to validate, then be
-            // written as 0, which does not).
-            let positions = scaling.original_max_position_embeddings;
-            if positions.fract() != 0.0 || positions > (1u64 << 53) as f64 {
-                return Err(s.err(
-                    "original_max_position_embeddings",
-                    format!("must be a whole number of positions up to 2^53, found {positions}"),
-                ));
-            }
             if scaling.high_freq_factor <= scaling.low_freq_factor {
                 return Err(s.err(
                     "high_freq_factor",
@@ -376,13 +503,61 @@ fn read_rope(c: &Obj<'_>, qwen: bool) -> Result<LlamaRope> {
             }
             Ok(LlamaRope::Llama3 { theta, scaling })
         }
+        "longrope" => {
+            // SuScaledRoPE divides max_position_embeddings by the original: without it
+            // mlx-lm fails to build the model.
+            let max = max_position_embeddings.ok_or_else(|| {
+                c.err(
+                    "max_position_embeddings",
+                    "missing; longrope scales by it (expected an integer)",
+                )
+            })?;
+            let factors = |key: &str| -> Result<Vec<f64>> {
+                let bad = || {
+                    s.err(
+                        key,
+                        format!(
+                            "expected a number or {} positive numbers (one per rotated pair)",
+                            head_dim / 2
+                        ),
+                    )
+                };
+                let v = s
+                    .get_non_null(key)
+                    .ok_or_else(|| s.err(key, "missing; expected a list of numbers"))?;
+                let list: Vec<f64> = match v {
+                    Value::Array(items) => items
+                        .iter()
+                        .map(|x| x.as_f64().ok_or_else(bad))
+                        .collect::<Result<_>>()?,
+                    other => vec![other.as_f64().ok_or_else(bad)?],
+                };
+                let ok_len = list.len() == 1 || list.len() == head_dim / 2;
+                if !ok_len || list.iter().any(|f| !(f.is_finite() && *f > 0.0)) {
+                    return Err(bad());
+                }
+                Ok(list)
+            };
+            let scaling = LongRopeScaling {
+                long_factor: factors("long_factor")?,
+                original_max_position_embeddings: positions(
+                    &s,
+                    "original_max_position_embeddings",
+                    None,
+                )?,
+                max_position_embeddings: max as f64,
+            };
+            Ok(LlamaRope::LongRope {
+                theta,
+                scaling,
+                short_factor: factors("short_factor")?,
+            })
+        }
         other => Err(s.err(
-            if s.get("type").is_some() {
-                "type"
-            } else {
-                "rope_type"
-            },
-            format!("expected \"default\" or \"llama3\", found {other:?}"),
+            type_key,
+            format!(
+                "expected \"default\", \"linear\", \"llama3\" or \"longrope\", found {other:?}"
+            ),
         )),
     }
 }
@@ -393,6 +568,8 @@ mod tests {
 
     const LLAMA: &str = include_str!("../../../../generated/models/llama-3.2-1b/config.json");
     const QWEN: &str = include_str!("../../../../generated/models/qwen3-0.6b/config.json");
+    const MINICPM4: &str = include_str!("../../../../generated/models/minicpm4-8b/config.json");
+    const MINICPM2: &str = include_str!("../../../../generated/models/minicpm-2b/config.json");
 
     fn with(base: &str, edit: impl FnOnce(&mut Value)) -> String {
         let mut v: Value = serde_json::from_str(base).unwrap();
@@ -463,7 +640,7 @@ mod tests {
             ),
             (
                 with(LLAMA, |v| v["rope_scaling"]["rope_type"] = "yarn".into()),
-                "`rope_scaling.rope_type`: expected \"default\" or \"llama3\"",
+                "`rope_scaling.rope_type`: expected \"default\", \"linear\", \"llama3\" or \"longrope\"",
             ),
             (
                 with(LLAMA, |v| v["num_key_value_heads"] = 5.into()),
@@ -492,6 +669,101 @@ mod tests {
             (
                 with(QWEN, |v| v["hidden_act"] = "gelu".into()),
                 "`hidden_act`",
+            ),
+        ];
+        for (text, want) in cases {
+            let e = err(&text);
+            assert!(e.contains(want), "{e:?} lacks {want:?}");
+        }
+    }
+
+    #[test]
+    fn minicpm_reads_its_scales_and_longrope() {
+        let c = LlamaConfig::from_json_str("m", MINICPM4).unwrap();
+        assert_eq!(c.kind, LlamaKind::MiniCpm);
+        assert_eq!((c.head_dim, c.num_key_value_heads), (128, 2));
+        assert!(!c.tie_word_embeddings && !c.qk_norm);
+        let s = c.minicpm.expect("scales");
+        assert_eq!(
+            (s.scale_emb, s.scale_depth, s.dim_model_base),
+            (12.0, 1.4, 256.0)
+        );
+        assert_eq!(s.residual(32), 1.4 / 32f64.sqrt());
+        assert_eq!(s.logit_divisor(4096), 16.0);
+        match &c.rope {
+            LlamaRope::LongRope {
+                theta,
+                scaling,
+                short_factor,
+            } => {
+                assert_eq!(*theta, 10000.0);
+                assert_eq!(scaling.long_factor.len(), 64);
+                assert_eq!(short_factor.len(), 64);
+                // max == original: no input scale.
+                assert_eq!(scaling.mscale(), 1.0);
+            }
+            other => panic!("{other:?}"),
+        }
+        let again = LlamaConfig::from_value("m", &c.to_json()).unwrap();
+        assert_eq!(
+            LlamaConfig {
+                source: "m".into(),
+                ..again
+            },
+            c
+        );
+        // minicpm.py's defaults: rope_theta 1e6, untied.
+        let small = with(MINICPM2, |v| {
+            let o = v.as_object_mut().unwrap();
+            o.remove("rope_theta");
+        });
+        let c = LlamaConfig::from_json_str("m", &small).unwrap();
+        assert_eq!(c.rope, LlamaRope::Default { theta: 1e6 });
+        assert_eq!(c.head_dim, 64);
+        assert!(!c.tie_word_embeddings);
+    }
+
+    #[test]
+    fn minicpm_refuses_what_mlx_lm_cannot_load_naming_the_key() {
+        let cases: Vec<(String, &str)> = vec![
+            (
+                with(MINICPM2, |v| v["tie_word_embeddings"] = true.into()),
+                "`tie_word_embeddings`: a tied MiniCPM does not load in mlx-lm",
+            ),
+            (
+                with(MINICPM2, |v| {
+                    v.as_object_mut().unwrap().remove("scale_depth");
+                }),
+                "`scale_depth`: missing",
+            ),
+            (
+                with(MINICPM2, |v| v["head_dim"] = 128.into()),
+                "`head_dim`: MiniCPM's head dim is hidden_size / num_attention_heads (64)",
+            ),
+            (
+                with(MINICPM4, |v| {
+                    v.as_object_mut().unwrap().remove("max_position_embeddings");
+                }),
+                "`max_position_embeddings`: missing; longrope scales by it",
+            ),
+            (
+                with(MINICPM4, |v| {
+                    v["rope_scaling"]["long_factor"] = serde_json::json!([1.0, 2.0]);
+                }),
+                "`rope_scaling.long_factor`: expected a number or 64 positive numbers",
+            ),
+            (
+                with(MINICPM4, |v| {
+                    v["rope_scaling"]
+                        .as_object_mut()
+                        .unwrap()
+                        .remove("short_factor");
+                }),
+                "`rope_scaling.short_factor`: missing",
+            ),
+            (
+                with(MINICPM4, |v| v["rope_scaling"]["rope_type"] = "su".into()),
+                "`rope_scaling.rope_type`: expected",
             ),
         ];
         for (text, want) in cases {

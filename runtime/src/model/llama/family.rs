@@ -40,7 +40,7 @@ impl Family for LlamaFamily {
     }
 
     fn model_types(&self) -> &'static [&'static str] {
-        &["llama", "qwen3"]
+        &["llama", "qwen3", "minicpm"]
     }
 
     fn parse_config(&self, file: &str, value: &Value) -> Result<AnyConfig> {
@@ -204,13 +204,20 @@ impl ModelConfig for LlamaConfig {
                 "kv_heads": self.num_key_value_heads,
                 "head_dim": self.head_dim,
                 "qk_norm": self.qk_norm,
-                "rope": format!("{:?}", self.rope),
+                "rope": rope_phrase(&self.rope),
+                "minicpm": self.minicpm.map(|m| json!({
+                    "scale_emb": m.scale_emb,
+                    "scale_depth": m.scale_depth,
+                    "dim_model_base": m.dim_model_base,
+                    "residual_scale": m.residual(self.num_hidden_layers),
+                    "logit_divisor": m.logit_divisor(self.hidden_size),
+                })),
                 "vocab_size": self.vocab_size,
                 "tie_word_embeddings": self.tie_word_embeddings,
                 "eos_token_ids": self.eos_token_ids,
             }),
             format!(
-                "config       {} layers ({}), hidden {}, mlp {} (SwiGLU), heads {} (kv {}), head dim {}{}, vocab {}{}",
+                "config       {} layers ({}), hidden {}, mlp {} (SwiGLU), heads {} (kv {}), head dim {}{}, vocab {}, {}{}",
                 self.num_hidden_layers,
                 self.kind.model_type(),
                 self.hidden_size,
@@ -220,11 +227,15 @@ impl ModelConfig for LlamaConfig {
                 self.head_dim,
                 if self.qk_norm { ", q/k norm" } else { "" },
                 self.vocab_size,
-                match self.rope {
-                    LlamaRope::Default { theta } => format!(", rope theta {theta}"),
-                    LlamaRope::Llama3 { theta, scaling } => {
-                        format!(", llama3 rope theta {theta} factor {}", scaling.factor)
-                    }
+                rope_phrase(&self.rope),
+                match self.minicpm {
+                    Some(m) => format!(
+                        ", scales: embedding x{}, residuals x{:.6}, head input / {}",
+                        m.scale_emb,
+                        m.residual(self.num_hidden_layers),
+                        m.logit_divisor(self.hidden_size)
+                    ),
+                    None => String::new(),
                 },
             ),
         )
@@ -293,5 +304,21 @@ impl FamilyModel for Llama {
 
     fn into_any(self: Rc<Self>) -> Rc<dyn Any> {
         self
+    }
+}
+
+/// `rope theta 10000`, `llama3 rope theta 500000 factor 32`, ...
+fn rope_phrase(rope: &LlamaRope) -> String {
+    match rope {
+        LlamaRope::Default { theta } => format!("rope theta {theta}"),
+        LlamaRope::Llama3 { theta, scaling } => {
+            format!("llama3 rope theta {theta} factor {}", scaling.factor)
+        }
+        LlamaRope::Linear { theta, factor } => format!("linear rope theta {theta} factor {factor}"),
+        LlamaRope::LongRope { theta, scaling, .. } => format!(
+            "longrope theta {theta} (original {} positions, input scale {})",
+            scaling.original_max_position_embeddings,
+            scaling.mscale()
+        ),
     }
 }

@@ -1,4 +1,4 @@
-//! The Llama family (`model_type` llama, qwen3): the loaded model ([`Llama`]), its
+//! The Llama family (`model_type` llama, qwen3, minicpm): the loaded model ([`Llama`]), its
 //! config, weights, building blocks, monolith, the step generated code runs, and its
 //! synthetic twins.
 
@@ -11,7 +11,7 @@ pub mod step;
 pub mod synth;
 pub mod weights;
 
-pub use config::{LlamaConfig, LlamaKind, LlamaRope};
+pub use config::{LlamaConfig, LlamaKind, LlamaRope, MiniCpmScales};
 pub use family::FAMILY;
 
 /// The id Llama-family plans carry.
@@ -58,12 +58,23 @@ impl Llama {
         plan: ModelPlan,
         options: ExecOptions,
     ) -> Result<Self> {
-        let rope = match config.rope {
+        let dims = config.head_dim as i32;
+        let rope = match &config.rope {
             LlamaRope::Default { theta } => Rope::Default {
-                dims: config.head_dim as i32,
-                base: theta as f32,
+                dims,
+                base: *theta as f32,
             },
-            LlamaRope::Llama3 { theta, scaling } => Rope::llama3(config.head_dim, theta, scaling)?,
+            LlamaRope::Llama3 { theta, scaling } => {
+                Rope::llama3(config.head_dim, *theta, *scaling)?
+            }
+            LlamaRope::Linear { theta, factor } => Rope::Linear {
+                dims,
+                base: *theta as f32,
+                scale: (1.0 / factor) as f32,
+            },
+            LlamaRope::LongRope { theta, scaling, .. } => {
+                Rope::long_rope(config.head_dim, *theta, scaling)?
+            }
         };
         Ok(Llama {
             eps: config.rms_norm_eps as f32,

@@ -7,7 +7,7 @@ use std::rc::Rc;
 use mlx_rs::Array;
 
 use super::Llama;
-use super::blocks::{self, Composition};
+use super::blocks::{self, Composition, Residual};
 use crate::cache::AnyCache;
 use crate::error::Result;
 use crate::family::FamilyModel;
@@ -36,8 +36,9 @@ pub fn forward(m: &Llama, tokens: &Array, caches: &mut [AnyCache]) -> Result<Arr
         let kv = c.update_and_fetch(&k, &v)?;
         let o = blocks::attend(m, &q, &kv, &mask)?;
         crate::model::barrier::attention_done(&o, barrier)?;
-        h = blocks::attention_out(w, &h, &o, Composition::Reference)?;
-        h = blocks::mlp(m, w, &h, Composition::Reference)?;
+        let residual = Residual::of(layer.flags.residual_scale);
+        h = blocks::attention_out(m, w, &h, &o, residual, Composition::Reference)?;
+        h = blocks::mlp(m, w, &h, residual, Composition::Reference)?;
         crate::model::barrier::layer_done(&h, barrier)?;
     }
     blocks::head(m, &h)

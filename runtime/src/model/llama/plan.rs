@@ -1,5 +1,5 @@
 //! The Llama-family plan: every layer full attention over its own growing cache, q/k
-//! norm as the config says.
+//! norm and MiniCPM's residual scale as the config says.
 
 use super::config::LlamaConfig;
 use crate::config::LayerType;
@@ -24,6 +24,7 @@ pub fn resolve(config: &LlamaConfig, kv: &KvLayout) -> Result<ModelPlan> {
             cache: CacheSignature::Plain.with_quant(kv.get(i)),
             flags: LayerFlags {
                 qk_norm: config.qk_norm,
+                residual_scale: config.minicpm.is_some(),
                 ..LayerFlags::default()
             },
         })

@@ -6,14 +6,18 @@ use std::path::Path;
 
 use mlx_rs::{Array, Dtype};
 
-use super::config::LlamaConfig;
+use super::config::{LlamaConfig, LlamaRope};
 use super::weights::{TensorRole, canonical_tensors};
 use crate::error::{Error, Result};
 use crate::quantization::QuantizationMap;
 use crate::synth::{SynthOptions, write_atomic};
 
-/// The shrunk twin of `config`: layer count, q/k norm, RoPE kind, tying and the GQA
-/// ratio kept; dimensions small (head dim 64, so group-64 KV quantization applies).
+/// The shrunk twin of `config`: layer count, q/k norm, RoPE kind, MiniCPM's scales,
+/// tying and the GQA ratio kept; dimensions small (head dim 64, so group-64 KV
+/// quantization applies). A MiniCPM twin is 256 wide (its head dim is hidden / heads)
+/// and keeps the published head-input divisor;
+/// LongRoPE factor lists keep every other entry when the head dim halves, so the twin
+/// still spans the published range.
 pub fn twin(config: &LlamaConfig) -> LlamaConfig {
     let mut t = config.clone();
     t.source = format!("twin of {}", config.source);
@@ -21,11 +25,38 @@ pub fn twin(config: &LlamaConfig) -> LlamaConfig {
     t.num_attention_heads = 4;
     t.num_key_value_heads = 4 / ratio;
     t.head_dim = 64;
-    t.hidden_size = 64;
+    t.hidden_size = if config.minicpm.is_some() { 256 } else { 64 };
     t.intermediate_size = 128;
     t.vocab_size = 512;
     t.quantization = None;
+    // The head input's divisor stays the published one (hidden / dim_model_base), so the
+    // twin divides by what the real model does rather than by 1.
+    if let Some(m) = &mut t.minicpm {
+        m.dim_model_base = t.hidden_size as f64 * m.dim_model_base / config.hidden_size as f64;
+    }
+    if let LlamaRope::LongRope {
+        scaling,
+        short_factor,
+        ..
+    } = &mut t.rope
+    {
+        for list in [&mut scaling.long_factor, short_factor] {
+            *list = resampled(list, t.head_dim / 2);
+        }
+    }
     t
+}
+
+/// `factors` (one per rotated pair, or a single one) for `pairs` pairs: a single factor
+/// stays; a list is sampled at evenly spaced entries, first and last kept.
+fn resampled(factors: &[f64], pairs: usize) -> Vec<f64> {
+    if factors.len() <= 1 || factors.len() == pairs {
+        return factors.to_vec();
+    }
+    let last = (factors.len() - 1) as f64;
+    (0..pairs)
+        .map(|i| factors[((i as f64 * last) / (pairs - 1).max(1) as f64).round() as usize])
+        .collect()
 }
 
 /// Random tensors for `config` by canonical name (quantized modules as
