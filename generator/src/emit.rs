@@ -45,13 +45,7 @@ pub fn variants(plan: &ModelPlan) -> Result<Variants> {
         .enumerate()
         .map(|(i, l)| Variant::of(plan.family, i, l))
         .collect::<Result<Vec<_>>>()?;
-    let mut distinct: Vec<(Variant, Vec<usize>)> = Vec::new();
-    for (i, v) in per_layer.iter().enumerate() {
-        match distinct.iter_mut().find(|(d, _)| d == v) {
-            Some((_, layers)) => layers.push(i),
-            None => distinct.push((*v, vec![i])),
-        }
-    }
+    let distinct = stage::distinct(&per_layer, |v| *v);
     Ok(Variants {
         per_layer,
         distinct,

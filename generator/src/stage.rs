@@ -101,7 +101,7 @@ impl PostStage {
 }
 
 /// The distinct keys of `variants` (one per layer) in order of first use, each with the
-/// layers using it.
+/// layers using it (with the identity key: the distinct variants themselves).
 pub fn distinct<K: PartialEq + Copy>(
     variants: &[Variant],
     key: impl Fn(&Variant) -> K,
