@@ -1,4 +1,4 @@
-//! The `mlx-aot` binary: run, logits, synth, inspect, plan, bench.
+//! The `mlx-aot` binary: run, logits, synth, inspect, plan, bench, serve.
 //!
 //! Every failure ends as one line on stderr (`error: ...`) and a non-zero exit; a panic
 //! hook turns the unexpected into one line too.
@@ -23,6 +23,7 @@ mod pipeline_arg;
 mod plan;
 mod presets;
 mod run;
+mod serve;
 mod synth;
 mod tokenizer;
 
@@ -52,6 +53,8 @@ enum Command {
     Plan(plan::Args),
     /// Measure the monolith, the generated path and mlx-lm side by side.
     Bench(bench::Args),
+    /// Serve the model over an OpenAI-compatible HTTP API.
+    Serve(serve::Args),
 }
 
 fn main() -> ExitCode {
@@ -68,12 +71,16 @@ fn main() -> ExitCode {
             .unwrap_or_default();
         eprintln!("error: internal error: {}{at}", one_line(&message));
     }));
-    init_tracing();
-
     let cli = match Cli::try_parse() {
         Ok(cli) => cli,
         Err(e) => return clap_error(e),
     };
+    // The server logs its requests; the other commands only warnings.
+    init_tracing(if matches!(cli.command, Command::Serve(_)) {
+        "info"
+    } else {
+        "warn"
+    });
     let result = match cli.command {
         Command::Run(a) => run::main(a),
         Command::Logits(a) => logits::main(a),
@@ -81,6 +88,7 @@ fn main() -> ExitCode {
         Command::Inspect(a) => inspect::main(a),
         Command::Plan(a) => plan::main(a),
         Command::Bench(a) => bench::main(a),
+        Command::Serve(a) => serve::main(a),
     };
     runtime::stream::release_at_exit();
     match result {
@@ -96,10 +104,10 @@ fn main() -> ExitCode {
     }
 }
 
-/// Logs go to stderr, filtered by `RUST_LOG` (default: warnings only).
-fn init_tracing() {
+/// Logs go to stderr, filtered by `RUST_LOG` (default: `default`).
+fn init_tracing(default: &str) {
     use tracing_subscriber::EnvFilter;
-    let filter = EnvFilter::try_from_default_env().unwrap_or_else(|_| EnvFilter::new("warn"));
+    let filter = EnvFilter::try_from_default_env().unwrap_or_else(|_| EnvFilter::new(default));
     let _ = tracing_subscriber::fmt()
         .with_env_filter(filter)
         .with_writer(std::io::stderr)

@@ -350,7 +350,11 @@ mod tests {
         assert_eq!(t.get_vocab_size(true), 512);
         let enc = t.encode("t5 t9 hello", true).unwrap();
         assert_eq!(enc.get_ids(), &[2, 5, 9, 3]);
-        let chat = crate::tokenizer::render_chat(CHAT_TEMPLATE, "t7", "<bos>", "<eos>").unwrap();
+        let user = crate::tokenizer::ChatMessage {
+            role: "user".into(),
+            content: "t7".into(),
+        };
+        let chat = crate::tokenizer::render_chat(CHAT_TEMPLATE, &[user], "<bos>", "<eos>").unwrap();
         let enc = t.encode(chat.as_str(), false).unwrap();
         assert_eq!(enc.get_ids(), &[2, 105, 3, 7, 106, 105, 3]);
         assert_eq!(t.decode(&[2, 5, 9], true).unwrap(), "t5 t9");

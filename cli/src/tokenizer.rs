@@ -120,16 +120,37 @@ impl Tokenizer {
     /// The prompt `user` rendered through the chat template, as transformers'
     /// `apply_chat_template(messages, add_generation_prompt=True)` renders it.
     pub fn chat_prompt(&self, user: &str) -> Result<String> {
+        self.render_messages(&[ChatMessage {
+            role: "user".into(),
+            content: user.into(),
+        }])
+        .map_err(|e| match self.chat_template {
+            None => anyhow!("--chat: {e}"),
+            Some(_) => e,
+        })
+    }
+
+    /// `messages` rendered through the chat template with the generation prompt.
+    pub fn render_messages(&self, messages: &[ChatMessage]) -> Result<String> {
         let template = self.chat_template.as_deref().ok_or_else(|| {
-            anyhow!("--chat: the model folder has no chat template (tokenizer_config.json `chat_template`)")
+            anyhow!("the model folder has no chat template (tokenizer_config.json `chat_template`)")
         })?;
         render_chat(
             template,
-            user,
+            messages,
             &self.special("bos_token"),
             &self.special("eos_token"),
         )
     }
+}
+
+/// One message of a conversation.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ChatMessage {
+    /// system, user, assistant, ...
+    pub role: String,
+    /// Its text.
+    pub content: String,
 }
 
 /// Runs `f`, turning a panic into an error carrying its message. The `tokenizers` crate
@@ -182,10 +203,15 @@ fn template_of(v: &Value) -> Option<String> {
     }
 }
 
-/// Renders a chat template for one user message with a generation prompt, in
-/// transformers' Jinja settings (trim_blocks, lstrip_blocks, loop controls, Python string
-/// methods, `raise_exception`).
-pub fn render_chat(template: &str, user: &str, bos: &str, eos: &str) -> Result<String> {
+/// Renders a chat template for `messages` with a generation prompt, in transformers'
+/// Jinja settings (trim_blocks, lstrip_blocks, loop controls, Python string methods,
+/// `raise_exception`).
+pub fn render_chat(
+    template: &str,
+    messages: &[ChatMessage],
+    bos: &str,
+    eos: &str,
+) -> Result<String> {
     let mut env = minijinja::Environment::new();
     env.set_trim_blocks(true);
     env.set_lstrip_blocks(true);
@@ -200,7 +226,10 @@ pub fn render_chat(template: &str, user: &str, bos: &str, eos: &str) -> Result<S
         },
     );
     let ctx = minijinja::context! {
-        messages => vec![minijinja::context! { role => "user", content => user }],
+        messages => messages
+            .iter()
+            .map(|m| minijinja::context! { role => m.role, content => m.content })
+            .collect::<Vec<_>>(),
         add_generation_prompt => true,
         bos_token => bos,
         eos_token => eos,
@@ -336,12 +365,47 @@ mod tests {
         }
     }
 
+    fn user(text: &str) -> Vec<ChatMessage> {
+        vec![ChatMessage {
+            role: "user".into(),
+            content: text.into(),
+        }]
+    }
+
+    #[test]
+    fn a_conversation_renders_every_turn_in_order() {
+        let t = "{% for m in messages %}[{{ m.role }}:{{ m.content }}]{% endfor %}\
+                 {% if add_generation_prompt %}[assistant:{% endif %}";
+        let messages = vec![
+            ChatMessage {
+                role: "system".into(),
+                content: "be brief".into(),
+            },
+            ChatMessage {
+                role: "user".into(),
+                content: "hi".into(),
+            },
+            ChatMessage {
+                role: "assistant".into(),
+                content: "hello".into(),
+            },
+            ChatMessage {
+                role: "user".into(),
+                content: "again".into(),
+            },
+        ];
+        assert_eq!(
+            render_chat(t, &messages, "", "").unwrap(),
+            "[system:be brief][user:hi][assistant:hello][user:again][assistant:"
+        );
+    }
+
     #[test]
     fn a_gemma_style_template_renders_the_user_turn_and_the_generation_prompt() {
         let t = "{{ bos_token }}{% for message in messages %}<start_of_turn>{{ message['role'] }}\n\
                  {{ message['content'] | trim }}<end_of_turn>\n{% endfor %}\
                  {% if add_generation_prompt %}<start_of_turn>model\n{% endif %}";
-        let s = render_chat(t, " hi ", "<bos>", "<eos>").unwrap();
+        let s = render_chat(t, &user(" hi "), "<bos>", "<eos>").unwrap();
         assert_eq!(
             s,
             "<bos><start_of_turn>user\nhi<end_of_turn>\n<start_of_turn>model\n"
@@ -352,8 +416,10 @@ mod tests {
     fn python_string_methods_and_raise_exception_work() {
         let t = "{% if not messages[0].content.startswith('h') %}{{ raise_exception('no') }}{% endif %}\
                  {{ messages[0].content.upper() }}";
-        assert_eq!(render_chat(t, "hello", "", "").unwrap(), "HELLO");
-        let err = render_chat(t, "bye", "", "").unwrap_err().to_string();
+        assert_eq!(render_chat(t, &user("hello"), "", "").unwrap(), "HELLO");
+        let err = render_chat(t, &user("bye"), "", "")
+            .unwrap_err()
+            .to_string();
         assert!(err.contains("no"), "{err}");
     }
 }

@@ -27,6 +27,7 @@ pub mod plan;
 pub mod quantization;
 pub mod registry;
 pub mod sampling;
+pub mod sequence;
 pub mod signature;
 pub mod specialized;
 pub mod stream;

@@ -1,6 +1,7 @@
-//! Choosing the next token: greedy, or temperature with nucleus (top-p) filtering,
-//! seeded so a run repeats exactly.
+//! Choosing the next token: greedy, or temperature with top-k and nucleus (top-p)
+//! filtering, seeded so a run repeats exactly.
 
+use mlx_rs::ops::indexing::TryIndexOp;
 use mlx_rs::{Array, Dtype};
 
 use crate::error::{Error, Result};
@@ -10,21 +11,29 @@ use crate::error::{Error, Result};
 pub enum Sampler {
     /// The most likely token.
     Greedy,
-    /// Sampling at `temperature` from the smallest set of tokens whose probability
-    /// reaches `top_p`.
+    /// Sampling at `temperature` from the `top_k` most likely tokens (all when 0), then
+    /// from the smallest set of those whose probability reaches `top_p`.
     TopP {
         /// Softmax temperature (> 0).
         temperature: f32,
         /// Nucleus mass in (0, 1].
         top_p: f32,
+        /// Tokens kept by likelihood before the nucleus; 0 keeps all.
+        top_k: usize,
         /// Random seed.
         seed: u64,
     },
 }
 
 impl Sampler {
-    /// Checks the parameters: temperature > 0 and top_p in (0, 1].
+    /// Checks the parameters: temperature > 0 and top_p in (0, 1]; no top-k.
     pub fn top_p(temperature: f32, top_p: f32, seed: u64) -> Result<Self> {
+        Self::new(temperature, top_p, 0, seed)
+    }
+
+    /// Checks the parameters: temperature >= 0 (0 is greedy, whatever the rest), top_p
+    /// in (0, 1], top_k any (0 keeps every token).
+    pub fn new(temperature: f32, top_p: f32, top_k: usize, seed: u64) -> Result<Self> {
         if temperature == 0.0 {
             return Ok(Sampler::Greedy);
         }
@@ -41,6 +50,7 @@ impl Sampler {
         Ok(Sampler::TopP {
             temperature,
             top_p,
+            top_k,
             seed,
         })
     }
@@ -60,10 +70,17 @@ impl Sampler {
             Sampler::TopP {
                 temperature,
                 top_p,
+                top_k,
                 seed,
             } => {
                 let logits = logits.as_dtype(Dtype::Float32)?;
                 let scaled = mlx_rs::ops::multiply(&logits, Array::from_f32(1.0 / temperature))?;
+                let vocab = scaled.shape().last().copied().unwrap_or(0) as usize;
+                let scaled = if top_k > 0 && top_k < vocab {
+                    top_k_only(&scaled, top_k)?
+                } else {
+                    scaled
+                };
                 let filtered = if top_p < 1.0 {
                     nucleus(&scaled, top_p)?
                 } else {
@@ -77,6 +94,21 @@ impl Sampler {
             }
         }
     }
+}
+
+/// Logits below the `k`-th largest of their row set to -inf (ties with it stay, so a
+/// row may keep more than `k`).
+fn top_k_only(logits: &Array, k: usize) -> Result<Array> {
+    let vocab = logits.shape().last().copied().unwrap_or(0);
+    let sorted = mlx_rs::ops::sort_axis(logits, -1)?;
+    // Ascending: the k-th largest is at vocab - k.
+    let kth = sorted.try_index((.., (vocab - k as i32)..(vocab - k as i32 + 1)))?;
+    let keep = logits.ge(&kth)?;
+    Ok(mlx_rs::ops::select(
+        &keep,
+        logits,
+        Array::from_f32(f32::NEG_INFINITY),
+    )?)
 }
 
 /// Logits outside the top-p nucleus set to -inf (the most likely token always stays).

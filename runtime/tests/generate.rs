@@ -288,3 +288,61 @@ fn logits_walk_covers_every_position() {
     );
     assert!(err.is_err());
 }
+
+#[test]
+fn top_k_of_one_is_greedy_and_top_k_keeps_sampling_among_the_k_likeliest() {
+    let m = model(false);
+    let greedy = run(&m, &PROMPT, &options(&m, 8, Sampler::Greedy));
+    let one = Sampler::new(1.5, 1.0, 1, 7).unwrap();
+    assert_eq!(run(&m, &PROMPT, &options(&m, 8, one)), greedy);
+    // On logits with a known order, top-k 3 draws only the three largest.
+    let logits = Array::from_slice(&[0.0f32, 5.0, 1.0, 4.0, 3.0, -2.0], &[1, 6]);
+    let sampler = Sampler::new(100.0, 1.0, 3, 1).unwrap();
+    let mut seen = std::collections::BTreeSet::new();
+    for step in 0..64 {
+        let t = sampler.sample(&logits, step).unwrap();
+        seen.insert(t.item::<u32>());
+    }
+    assert_eq!(seen.into_iter().collect::<Vec<_>>(), vec![1, 3, 4]);
+}
+
+#[test]
+fn sequences_advanced_together_give_each_its_tokens_alone() {
+    use runtime::sequence::{Advance, Sequence};
+    let m = model(true);
+    let prompts: [&[u32]; 2] = [&PROMPT, &PROMPT[3..11]];
+    let samplers = [Sampler::Greedy, Sampler::new(0.9, 0.95, 40, 5).unwrap()];
+    let alone: Vec<Vec<u32>> = (0..2)
+        .map(|i| run(&m, prompts[i], &options(&m, 10 + i, samplers[i])))
+        .collect();
+    let mut seqs: Vec<Sequence> = (0..2)
+        .map(|i| Sequence::prefill(&m, prompts[i], &options(&m, 10 + i, samplers[i])).unwrap())
+        .collect();
+    let mut out = vec![Vec::new(), Vec::new()];
+    let mut done = [false; 2];
+    while !done.iter().all(|d| *d) {
+        let queued: Vec<Array> = seqs
+            .iter_mut()
+            .zip(done)
+            .filter(|(_, d)| !d)
+            .filter_map(|(s, _)| s.queue_next(&m).unwrap().cloned())
+            .collect();
+        mlx_rs::transforms::async_eval(&queued).unwrap();
+        for i in 0..2 {
+            if done[i] {
+                continue;
+            }
+            match seqs[i].advance(&m).unwrap() {
+                Advance::Token(t) => out[i].push(t),
+                Advance::Last(t) => {
+                    out[i].push(t);
+                    done[i] = true;
+                }
+                Advance::Stopped => done[i] = true,
+            }
+        }
+    }
+    assert_eq!(out, alone);
+    assert_eq!(seqs[1].generated(), 11);
+    assert_eq!(seqs[0].finished(), Some(StopReason::MaxTokens));
+}

@@ -1,0 +1,376 @@
+//! The engine thread: it loads the model (MLX arrays and streams belong to the thread
+//! that made them), then runs every admitted request. Requests wait in a bounded queue;
+//! at each step boundary waiting ones join the running set (up to `--max-batch`), each
+//! running one advances one token, and finished, failed or abandoned ones leave.
+//!
+//! Each running request keeps batch-1 caches and runs the graphs `mlx-aot run` would
+//! for it alone; the steps of all of them are queued together (one `async_eval`) before
+//! any token is read, so the device works through them back to back.
+
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::mpsc::{Receiver, RecvTimeoutError, SyncSender};
+use std::thread::JoinHandle;
+use std::time::{Duration, Instant};
+
+use anyhow::{Context, Result, anyhow};
+use runtime::error::Error as RuntimeError;
+use runtime::fingerprint::Fingerprint;
+use runtime::generate::{self, GenerateOptions, Pipeline, StopReason};
+use runtime::kv_layout::KvLayout;
+use runtime::model::LanguageModel;
+use runtime::options::ExecOptions;
+use runtime::registry::ImplChoice;
+use runtime::sampling::Sampler;
+use runtime::sequence::{Advance, Sequence};
+use tokio::sync::mpsc::UnboundedSender;
+
+use crate::model_dir::{self, KvChoice, ModelDir};
+
+/// What the engine needs to start.
+#[derive(Debug, Clone)]
+pub struct Setup {
+    /// The model folder.
+    pub dir: PathBuf,
+    /// KV caches.
+    pub kv: Option<KvChoice>,
+    /// Implementation choice.
+    pub implementation: ImplChoice,
+    /// Execution options, read once at the command line.
+    pub exec: ExecOptions,
+    /// Most requests decoding at once.
+    pub max_batch: usize,
+    /// Most requests waiting for a place.
+    pub queue: usize,
+    /// Prompt tokens per prefill forward.
+    pub prefill_chunk: usize,
+    /// Run the warm-up before accepting requests.
+    pub warm_up: bool,
+}
+
+/// What the loaded model tells the HTTP side.
+#[derive(Debug, Clone)]
+pub struct Info {
+    /// Vocabulary size.
+    pub vocab: usize,
+    /// The most prompt + generated tokens one request may have: the memory plan's
+    /// largest safe context with `max_batch` rows.
+    pub max_context: usize,
+    /// The plan's fingerprint, reported as `system_fingerprint`.
+    pub fingerprint: String,
+    /// The implementation that runs.
+    pub implementation: String,
+    /// Seconds the warm-up took.
+    pub warm_up: Option<f64>,
+}
+
+/// One request for the engine.
+pub struct Job {
+    /// Prompt ids (checked against the vocabulary).
+    pub prompt: Vec<u32>,
+    /// Most tokens to generate.
+    pub max_tokens: usize,
+    /// Token choice.
+    pub sampler: Sampler,
+    /// Where its events go; a closed channel (the client left) ends the request.
+    pub events: UnboundedSender<Event>,
+}
+
+/// What the engine reports about a job, in order: `Started` or `Failed`, then tokens,
+/// then `Finished` or `Failed`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Event {
+    /// The prompt is prefilled and the first token chosen.
+    Started,
+    /// A generated token.
+    Token(u32),
+    /// The end: a stop token or `max_tokens`.
+    Finished(StopReason),
+    /// The request failed: `client` when the request itself was at fault.
+    Failed {
+        /// The request's fault (4xx) rather than the server's (5xx).
+        client: bool,
+        /// What happened.
+        message: String,
+    },
+}
+
+/// Flags the HTTP side sets.
+#[derive(Debug, Default)]
+pub struct Control {
+    /// End every running and waiting request now (the shutdown bound passed).
+    pub cancel_all: AtomicBool,
+    /// Exit once nothing runs.
+    pub stop: AtomicBool,
+}
+
+/// The running engine.
+pub struct Engine {
+    queue: SyncSender<Job>,
+    /// Its flags.
+    pub control: Arc<Control>,
+    thread: Option<JoinHandle<()>>,
+}
+
+impl Engine {
+    /// Starts the engine thread and waits until the model is loaded (and warmed up).
+    pub fn start(setup: Setup) -> Result<(Engine, Info)> {
+        let (queue, jobs) = std::sync::mpsc::sync_channel::<Job>(setup.queue);
+        let (ready_tx, ready_rx) = std::sync::mpsc::sync_channel::<Result<Info>>(1);
+        let control = Arc::new(Control::default());
+        let thread_control = control.clone();
+        let thread = std::thread::Builder::new()
+            .name("engine".into())
+            .spawn(move || {
+                let model = match load(&setup) {
+                    Ok((model, info)) => {
+                        let _ = ready_tx.send(Ok(info));
+                        model
+                    }
+                    Err(e) => {
+                        let _ = ready_tx.send(Err(e));
+                        return;
+                    }
+                };
+                run(model, &setup, &jobs, &thread_control);
+            })
+            .context("starting the engine thread")?;
+        let info = ready_rx
+            .recv()
+            .map_err(|_| anyhow!("the engine thread ended while loading the model"))??;
+        Ok((
+            Engine {
+                queue,
+                control,
+                thread: Some(thread),
+            },
+            info,
+        ))
+    }
+
+    /// A handle that queues jobs.
+    pub fn sender(&self) -> SyncSender<Job> {
+        self.queue.clone()
+    }
+
+    /// Tells the engine to exit once nothing runs, and waits for it.
+    pub fn stop(mut self) {
+        self.control.stop.store(true, Ordering::SeqCst);
+        if let Some(t) = self.thread.take() {
+            let _ = t.join();
+        }
+    }
+}
+
+/// A model ready to serve.
+struct Model {
+    lm: Box<dyn LanguageModel>,
+    layout: KvLayout,
+    eos: Vec<u32>,
+    usable: u64,
+}
+
+fn load(setup: &Setup) -> Result<(Model, Info)> {
+    let dir = ModelDir::open(&setup.dir)?;
+    let layout = dir.kv_layout(setup.kv)?;
+    let resolved = dir.resolve(layout.clone())?;
+    let usable = runtime::memory::device_usable()?;
+    let max_context = resolved
+        .memory_model(setup.prefill_chunk)
+        .max_context(setup.max_batch as u64, usable);
+    if max_context < 2 {
+        anyhow::bail!(
+            "the memory plan leaves no room for a request at --max-batch {} ({} usable)",
+            setup.max_batch,
+            crate::figures::bytes(usable)
+        );
+    }
+    let loaded = dir.load(resolved, setup.exec)?;
+    let eos = loaded.eos_token_ids().to_vec();
+    let vocab = loaded.vocab_size();
+    let lm = model_dir::select(loaded, &setup.implementation)?;
+    let fingerprint = Fingerprint::of(lm.plan()).short();
+    let model = Model {
+        lm,
+        layout,
+        eos,
+        usable,
+    };
+    let warm_up = if setup.warm_up {
+        let prompt: Vec<u32> = (0..8u32).map(|i| (i + 1) % vocab as u32).collect();
+        let opts = model.options(1, Sampler::Greedy, setup.prefill_chunk);
+        Some(generate::warm_up(model.lm.as_ref(), &prompt, &opts)?.as_secs_f64())
+    } else {
+        None
+    };
+    let info = Info {
+        vocab,
+        max_context: usize::try_from(max_context).unwrap_or(usize::MAX),
+        fingerprint,
+        implementation: model.lm.implementation().to_owned(),
+        warm_up,
+    };
+    Ok((model, info))
+}
+
+impl Model {
+    fn options(
+        &self,
+        max_tokens: usize,
+        sampler: Sampler,
+        prefill_chunk: usize,
+    ) -> GenerateOptions {
+        GenerateOptions {
+            max_tokens,
+            sampler,
+            stop_tokens: self.eos.clone(),
+            prefill_chunk,
+            kv_layout: self.layout.clone(),
+            pipeline: Pipeline::Ahead,
+            memory_limit: Some(self.usable),
+        }
+    }
+}
+
+/// A running request.
+struct Running {
+    seq: Sequence,
+    events: UnboundedSender<Event>,
+}
+
+fn failed(e: &RuntimeError) -> Event {
+    Event::Failed {
+        client: matches!(e, RuntimeError::Request(_)),
+        message: e.to_string(),
+    }
+}
+
+const SHUTTING_DOWN: &str = "the server is shutting down";
+
+fn run(model: Model, setup: &Setup, jobs: &Receiver<Job>, control: &Control) {
+    let lm = model.lm.as_ref();
+    let mut running: Vec<Running> = Vec::new();
+    loop {
+        // Join: waiting requests take free places (blocking only when nothing runs).
+        while running.len() < setup.max_batch {
+            let job = if running.is_empty() {
+                match jobs.recv_timeout(Duration::from_millis(50)) {
+                    Ok(job) => job,
+                    Err(RecvTimeoutError::Timeout) => {
+                        if control.stop.load(Ordering::SeqCst) {
+                            return;
+                        }
+                        continue;
+                    }
+                    Err(RecvTimeoutError::Disconnected) => return,
+                }
+            } else {
+                match jobs.try_recv() {
+                    Ok(job) => job,
+                    Err(_) => break,
+                }
+            };
+            if control.cancel_all.load(Ordering::SeqCst) {
+                let _ = job.events.send(Event::Failed {
+                    client: false,
+                    message: SHUTTING_DOWN.into(),
+                });
+                continue;
+            }
+            if job.events.is_closed() {
+                continue;
+            }
+            let started = Instant::now();
+            let opts = model.options(job.max_tokens, job.sampler, setup.prefill_chunk);
+            match Sequence::prefill(lm, &job.prompt, &opts) {
+                Ok(seq) => {
+                    tracing::debug!(
+                        "prefill of {} tokens in {:.1} ms",
+                        job.prompt.len(),
+                        started.elapsed().as_secs_f64() * 1e3
+                    );
+                    if job.events.send(Event::Started).is_ok() {
+                        running.push(Running {
+                            seq,
+                            events: job.events,
+                        });
+                    }
+                }
+                Err(e) => {
+                    let _ = job.events.send(failed(&e));
+                }
+            }
+        }
+        if control.cancel_all.load(Ordering::SeqCst) {
+            for r in running.drain(..) {
+                let _ = r.events.send(Event::Failed {
+                    client: false,
+                    message: SHUTTING_DOWN.into(),
+                });
+            }
+            continue;
+        }
+        // A client that left frees its place here, at the step boundary.
+        running.retain(|r| !r.events.is_closed());
+        if running.is_empty() {
+            continue;
+        }
+        step(lm, &mut running);
+    }
+}
+
+/// One token for every running request: every next step queued, then every current
+/// token read.
+fn step(lm: &dyn LanguageModel, running: &mut Vec<Running>) {
+    let mut queued = Vec::with_capacity(running.len());
+    let mut broken = vec![false; running.len()];
+    for (i, r) in running.iter_mut().enumerate() {
+        match r.seq.queue_next(lm) {
+            Ok(Some(next)) => queued.push(next.clone()),
+            Ok(None) => {}
+            Err(e) => {
+                let _ = r.events.send(failed(&e));
+                broken[i] = true;
+            }
+        }
+    }
+    if let Err(e) = mlx_rs_async_eval(&queued) {
+        for r in running.iter() {
+            let _ = r.events.send(failed(&e));
+        }
+        running.clear();
+        return;
+    }
+    drop(queued);
+    let mut i = 0;
+    running.retain_mut(|r| {
+        let keep = !broken[i] && advance(lm, r);
+        i += 1;
+        keep
+    });
+}
+
+fn mlx_rs_async_eval(arrays: &[runtime::mlx_rs::Array]) -> runtime::error::Result<()> {
+    Ok(runtime::mlx_rs::transforms::async_eval(arrays)?)
+}
+
+/// Reads `r`'s token and reports it; whether `r` goes on.
+fn advance(lm: &dyn LanguageModel, r: &mut Running) -> bool {
+    match r.seq.advance(lm) {
+        Ok(Advance::Token(t)) => r.events.send(Event::Token(t)).is_ok(),
+        Ok(Advance::Last(t)) => {
+            let _ = r.events.send(Event::Token(t));
+            let _ = r.events.send(Event::Finished(StopReason::MaxTokens));
+            false
+        }
+        Ok(Advance::Stopped) => {
+            let _ = r.events.send(Event::Finished(StopReason::StopToken));
+            false
+        }
+        Err(e) => {
+            let _ = r.events.send(failed(&e));
+            false
+        }
+    }
+}

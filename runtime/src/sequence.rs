@@ -1,0 +1,153 @@
+//! One request's generation as a scheduler drives it: prefill once, then one decode step
+//! at a time, with the step after the current token queued before that token is read
+//! (as [`crate::generate::Pipeline::Ahead`] does). A server keeps several sequences and
+//! evaluates their queued steps together; each sequence still runs the graphs a
+//! [`crate::generate::generate`] of its prompt alone would, so its tokens are the same.
+
+use mlx_rs::Array;
+use mlx_rs::ops::indexing::TryIndexOp;
+
+use crate::cache::AnyCache;
+use crate::error::{Error, Result};
+use crate::generate::{GenerateOptions, StopReason, check_tokens, read_token};
+use crate::kv_policy;
+use crate::model::LanguageModel;
+
+/// What reading a sequence's current token gave.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Advance {
+    /// A generated token; the sequence goes on.
+    Token(u32),
+    /// A generated token, the last one (`max_tokens` reached).
+    Last(u32),
+    /// A stop token: nothing is emitted and the sequence has ended.
+    Stopped,
+}
+
+/// A request being generated: its caches and where its decode stands.
+pub struct Sequence {
+    caches: Vec<AnyCache>,
+    opts: GenerateOptions,
+    /// Decode steps built so far (the sampler's step index).
+    steps: u64,
+    /// Tokens emitted so far.
+    generated: usize,
+    /// The sampled token not yet read (evaluated, or queued).
+    current: Array,
+    /// The step after `current`, queued by [`Sequence::queue_next`].
+    next: Option<Array>,
+    finished: Option<StopReason>,
+}
+
+impl Sequence {
+    /// Prefills `prompt` (batch 1) as [`crate::generate::generate`] does, on new float
+    /// caches (the kv policy quantizes them as configured), and samples the first token
+    /// (evaluated). Admission by `opts.memory_limit` comes first.
+    pub fn prefill(
+        model: &dyn LanguageModel,
+        prompt: &[u32],
+        opts: &GenerateOptions,
+    ) -> Result<Self> {
+        if prompt.is_empty() {
+            return Err(Error::Request("the prompt is empty".into()));
+        }
+        if opts.max_tokens == 0 {
+            return Err(Error::Request("max_tokens must be at least 1".into()));
+        }
+        check_tokens(prompt, model.loaded().vocab_size())?;
+        if let Some(usable) = opts.memory_limit {
+            let context = prompt.len() + opts.max_tokens;
+            model
+                .loaded()
+                .memory_model(opts.prefill_chunk)
+                .admit(context as u64, 1, usable)?;
+        }
+        let mut caches = model.loaded().float_caches(1);
+        let chunk = opts.prefill_chunk.max(1);
+        let (filled, last_token) = prompt.split_at(prompt.len() - 1);
+        for part in filled.chunks(chunk) {
+            kv_policy::apply(&mut caches, &opts.kv_layout)?;
+            model.forward(&row(part), &mut caches)?;
+            let arrays: Vec<&Array> = caches.iter().flat_map(AnyCache::arrays).collect();
+            mlx_rs::transforms::eval(arrays)?;
+        }
+        kv_policy::apply(&mut caches, &opts.kv_layout)?;
+        let logits = model.forward(&row(last_token), &mut caches)?;
+        let current = opts.sampler.sample(&logits.try_index((.., -1, ..))?, 0)?;
+        current.eval()?;
+        Ok(Sequence {
+            caches,
+            opts: opts.clone(),
+            steps: 0,
+            generated: 0,
+            current,
+            next: None,
+            finished: None,
+        })
+    }
+
+    /// Builds the step after the current token (its graph, not evaluated) unless the
+    /// current token will be the last; returns it for the caller to queue with the other
+    /// sequences' steps (`async_eval`).
+    pub fn queue_next(&mut self, model: &dyn LanguageModel) -> Result<Option<&Array>> {
+        if self.finished.is_some() || self.next.is_some() {
+            return Ok(self.next.as_ref());
+        }
+        if self.generated + 1 >= self.opts.max_tokens {
+            return Ok(None);
+        }
+        self.next = Some(self.step(model)?);
+        Ok(self.next.as_ref())
+    }
+
+    /// Reads the current token (waiting for it) and moves on to the queued step, or
+    /// builds and evaluates it when none was queued.
+    pub fn advance(&mut self, model: &dyn LanguageModel) -> Result<Advance> {
+        if self.finished.is_some() {
+            return Err(Error::Request("the sequence has ended".into()));
+        }
+        let token = read_token(&self.current)?;
+        if self.opts.stop_tokens.contains(&token) {
+            self.finished = Some(StopReason::StopToken);
+            return Ok(Advance::Stopped);
+        }
+        self.generated += 1;
+        if self.generated >= self.opts.max_tokens {
+            self.finished = Some(StopReason::MaxTokens);
+            return Ok(Advance::Last(token));
+        }
+        self.current = match self.next.take() {
+            Some(n) => n,
+            None => {
+                let n = self.step(model)?;
+                n.eval()?;
+                n
+            }
+        };
+        Ok(Advance::Token(token))
+    }
+
+    /// Tokens emitted so far.
+    pub fn generated(&self) -> usize {
+        self.generated
+    }
+
+    /// Why it ended, once it has.
+    pub fn finished(&self) -> Option<StopReason> {
+        self.finished
+    }
+
+    fn step(&mut self, model: &dyn LanguageModel) -> Result<Array> {
+        kv_policy::apply(&mut self.caches, &self.opts.kv_layout)?;
+        let logits = model.forward(&self.current.reshape(&[1, 1])?, &mut self.caches)?;
+        self.steps += 1;
+        self.opts
+            .sampler
+            .sample(&logits.try_index((.., -1, ..))?, self.steps)
+    }
+}
+
+fn row(tokens: &[u32]) -> Array {
+    let ids: Vec<i32> = tokens.iter().map(|&t| t as i32).collect();
+    Array::from_slice(&ids, &[1, ids.len() as i32])
+}
