@@ -103,9 +103,9 @@ pub fn function(v: &Variant, layers: &[usize]) -> TokenStream {
     let attention = match v.role {
         Role::Donor { .. } => {
             let o = attend(quote!(&keys), quote!(&values));
-            let inputs = code.attention_inputs(&pre, &rope, quote!(offset), true);
+            let inputs = code.attention_inputs(&pre, &rope, quote!(&offset), true);
             quote! {
-                let offset = cache.offset() as i32;
+                let offset = cache.rope_offset();
                 #inputs
                 let (keys, values) = cache.update_and_fetch(&k, &v)?;
                 let o = #o;
@@ -123,7 +123,7 @@ pub fn function(v: &Variant, layers: &[usize]) -> TokenStream {
                 }
             };
             let o = attend(quote!(keys), quote!(values));
-            let inputs = code.attention_inputs(&pre, &rope, quote!(shared.offset), false);
+            let inputs = code.attention_inputs(&pre, &rope, quote!(&shared.offset), false);
             quote! {
                 let #pattern = &shared.kv else {
                     return Err(unexpected_kv(i, #what));

@@ -60,6 +60,9 @@ pub struct GateOptions {
     pub second_prefill: Option<usize>,
     /// Whether to run the batch-2 phase.
     pub batch2: bool,
+    /// Whether to run the phase of rows of different lengths (continuous batching) on
+    /// the models whose caches all grow.
+    pub ragged: bool,
     /// Whether to run the phase with a cache of another signature (it needs quantized
     /// caches, whose attention MLX 0.32.2's CUDA backend lacks kernels for).
     pub altered: bool,
@@ -83,6 +86,7 @@ impl GateOptions {
             decode_steps: None,
             second_prefill: None,
             batch2: true,
+            ragged: true,
             altered: true,
             exec: ExecOptions::default(),
             self_check: false,
@@ -107,6 +111,8 @@ pub struct ModelReport {
     pub fallbacks: u64,
     /// Logit bytes compared on fallback steps.
     pub fallback_bytes: u64,
+    /// Of the fast-path steps, those over rows of different lengths (phase 5).
+    pub ragged: u64,
     /// Wall time.
     pub elapsed: Duration,
 }
@@ -130,6 +136,7 @@ impl Report {
             total.fast_bytes += m.fast_bytes;
             total.fallbacks += m.fallbacks;
             total.fallback_bytes += m.fallback_bytes;
+            total.ragged += m.ragged;
             total.elapsed += m.elapsed;
         }
         total
@@ -164,8 +171,15 @@ impl fmt::Display for Report {
         )?;
         writeln!(
             f,
-            "{:<32} {:<16} {:>9} {:>13} {:>9} {:>13} {:>8}",
-            "model", "fingerprint", "fast", "fast bytes", "fallback", "fallback bytes", "time"
+            "{:<32} {:<16} {:>9} {:>13} {:>7} {:>9} {:>13} {:>8}",
+            "model",
+            "fingerprint",
+            "fast",
+            "fast bytes",
+            "ragged",
+            "fallback",
+            "fallback bytes",
+            "time"
         )?;
         let rows = self
             .models
@@ -175,11 +189,12 @@ impl fmt::Display for Report {
         for (id, fingerprint, m) in rows.chain(std::iter::once((sum.as_str(), "", &total))) {
             writeln!(
                 f,
-                "{:<32} {:<16} {:>9} {:>13} {:>9} {:>13} {:>7.1}s",
+                "{:<32} {:<16} {:>9} {:>13} {:>7} {:>9} {:>13} {:>7.1}s",
                 id,
                 fingerprint,
                 m.fast_path,
                 m.fast_bytes,
+                m.ragged,
                 m.fallbacks,
                 m.fallback_bytes,
                 m.elapsed.as_secs_f64()
@@ -553,6 +568,19 @@ pub fn run(imp: &Implementation, opts: &GateOptions) -> Result<ModelReport> {
                 )?;
             }
         }
+        if opts.ragged {
+            ragged(
+                &pair,
+                &mut report,
+                &layout,
+                imp,
+                weights,
+                seed,
+                vocab,
+                start,
+                opts,
+            )?;
+        }
     }
     report.elapsed = start.elapsed();
     if report.fast_path == 0 && !opts.self_check {
@@ -561,4 +589,86 @@ pub fn run(imp: &Implementation, opts: &GateOptions) -> Result<ModelReport> {
         });
     }
     Ok(report)
+}
+
+/// (5) Rows of different lengths in one batch, as a server runs them: three rows
+/// prefilled alone (5, 9 and 3 tokens), the first two joined (left-padded) for four
+/// single-token steps, the third joining for four more, then the first leaving for four
+/// more. Every step on the fast path, byte for byte. Only where every cache grows (a
+/// ring cannot be left-padded); elsewhere nothing runs.
+#[allow(clippy::too_many_arguments)]
+fn ragged(
+    pair: &Pair,
+    report: &mut ModelReport,
+    layout: &KvLayout,
+    imp: &Implementation,
+    weights: Weights,
+    seed: u64,
+    vocab: usize,
+    start: Instant,
+    opts: &GateOptions,
+) -> Result<()> {
+    use runtime::cache::ragged::{batchable, join, keep_rows};
+    let context = format!("{} {weights} seed {seed} ragged rows", imp.id);
+    let lens = [5usize, 9, 3];
+    let rows: Vec<Vec<u32>> = lens
+        .iter()
+        .enumerate()
+        .map(|(r, &n)| tokens(seed * 31 + r as u64, n + 12, vocab))
+        .collect();
+    // Each row's prefill alone, then the kv policy, as a server's prefill leaves it.
+    let mut alone = Vec::new();
+    for (r, &n) in lens.iter().enumerate() {
+        let mut caches = pair.model.as_ref().float_caches(1);
+        pair.monolith
+            .forward(&batch(&rows[r..r + 1], 0, n), &mut caches)
+            .at(|| format!("{context}: prefill of row {r}"))?;
+        kv_policy::apply(&mut caches, layout).at(|| format!("{context}: kv policy"))?;
+        alone.push(caches);
+    }
+    if !batchable(&alone[0]) {
+        return Ok(());
+    }
+    let mut run = Run {
+        pair,
+        report,
+        context: context.clone(),
+        progress: opts.full.then_some(start),
+    };
+    // Where each row's next token is.
+    let mut next = lens;
+    let mut live: Vec<usize> = vec![0, 1];
+    let mut a = join(&[&alone[0], &alone[1]]).at(|| format!("{context}: join"))?;
+    let mut b = cloned(&a);
+    for phase in 0..3 {
+        if phase == 1 {
+            a = join(&[&a, &alone[2]]).at(|| format!("{context}: join"))?;
+            b = join(&[&b, &alone[2]]).at(|| format!("{context}: join"))?;
+            live.push(2);
+        }
+        if phase == 2 {
+            a = keep_rows(&a, &[1, 2]).at(|| format!("{context}: leave"))?;
+            b = keep_rows(&b, &[1, 2]).at(|| format!("{context}: leave"))?;
+            live.remove(0);
+        }
+        for step in 0..4 {
+            let ids: Vec<i32> = live.iter().map(|&r| rows[r][next[r]] as i32).collect();
+            let tokens = Array::from_slice(&ids, &[ids.len() as i32, 1]);
+            for c in [&mut a, &mut b] {
+                kv_policy::apply(c, layout).at(|| format!("{context}: kv policy"))?;
+            }
+            run.step(
+                &format!("rows {live:?} step {step}"),
+                &tokens,
+                &mut a,
+                &mut b,
+                true,
+            )?;
+            run.report.ragged += 1;
+            for &r in &live {
+                next[r] += 1;
+            }
+        }
+    }
+    Ok(())
 }

@@ -424,6 +424,24 @@ fn minicpm_longrope_past_the_original_context_matches_mlx_lm() {
 }
 
 #[test]
+fn linear_rope_matches_mlx_lm() {
+    use runtime::model::llama::LlamaRope;
+    // rope_scaling {"rope_type": "linear", "factor": 4}: nn.RoPE with scale 1/4, on the
+    // MiniCPM twin (scaled residuals) and on a Llama twin.
+    for preset in ["minicpm-2b", "llama-3.2-1b"] {
+        let mut config = llama_twin(preset);
+        let theta = config.rope.theta();
+        config.rope = LlamaRope::Linear { theta, factor: 4.0 };
+        for quant in [None, Q4] {
+            let dir = llama_folder(&format!("{preset}-linear"), &config, quant);
+            let text = std::fs::read_to_string(dir.join("config.json")).unwrap();
+            assert!(text.contains("\"linear\""), "{text}");
+            check_llama_folder(&format!("{preset} with linear RoPE"), &dir, 31, quant);
+        }
+    }
+}
+
+#[test]
 fn minicpm_2b_matches_mlx_lm() {
     // Default RoPE, no GQA (36 kv heads of 36).
     check_llama("minicpm-2b", None);

@@ -6,6 +6,7 @@
 //! and [`families`] the one list of them.
 
 pub mod backend;
+pub mod batch;
 pub mod cache;
 pub mod config;
 pub mod error;

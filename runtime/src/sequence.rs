@@ -127,6 +127,12 @@ impl Sequence {
         Ok(Advance::Token(token))
     }
 
+    /// The caches and the current token (`[1]` uint32), for a scheduler that takes the
+    /// sequence over (a [`crate::batch::Batch`] row) right after the prefill.
+    pub fn into_parts(self) -> (Vec<AnyCache>, Array) {
+        (self.caches, self.current)
+    }
+
     /// Tokens emitted so far.
     pub fn generated(&self) -> usize {
         self.generated

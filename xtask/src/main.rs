@@ -1,6 +1,7 @@
 //! `cargo xtask`: developer tasks of mlx-aot.
 
 mod bench;
+mod bench_serve;
 mod bindings;
 mod fuzz;
 mod generate;
@@ -35,6 +36,9 @@ enum Command {
     Parity(parity::Args),
     /// Benchmark the monolith, the generated path and mlx-lm on a synthesized preset.
     Bench(bench::Args),
+    /// Load-test `mlx-aot serve` on a synthesized preset: aggregate tok/s and time to
+    /// first token at several concurrencies.
+    BenchServe(bench_serve::Args),
     /// The long run: 10,000 steps, generated == monolith throughout, memory bounded.
     Soak,
     /// Run the cargo-fuzz targets of fuzz/ for a bounded time each (cargo-fuzz must be
@@ -49,6 +53,7 @@ fn main() -> ExitCode {
         Command::Generate(args) => generate::run(&args),
         Command::Parity(args) => parity::run(&args),
         Command::Bench(args) => bench::run(&args),
+        Command::BenchServe(args) => bench_serve::run(&args),
         Command::Soak => soak::run(),
         Command::Fuzz(args) => fuzz::run(&args),
     };

@@ -15,6 +15,7 @@ use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
 use anyhow::{Context, Result, anyhow};
+use runtime::batch::Batch;
 use runtime::error::Error as RuntimeError;
 use runtime::fingerprint::Fingerprint;
 use runtime::generate::{self, GenerateOptions, Pipeline, StopReason};
@@ -63,6 +64,8 @@ pub struct Info {
     pub implementation: String,
     /// Seconds the warm-up took.
     pub warm_up: Option<f64>,
+    /// Requests decode as one batch (rows of different lengths), not one by one.
+    pub batched: bool,
 }
 
 /// One request for the engine.
@@ -169,6 +172,8 @@ struct Model {
     layout: KvLayout,
     eos: Vec<u32>,
     usable: u64,
+    /// Every cache grows: rows of different lengths can share one batch.
+    batchable: bool,
 }
 
 fn load(setup: &Setup) -> Result<(Model, Info)> {
@@ -191,11 +196,19 @@ fn load(setup: &Setup) -> Result<(Model, Info)> {
     let vocab = loaded.vocab_size();
     let lm = model_dir::select(loaded, &setup.implementation)?;
     let fingerprint = Fingerprint::of(lm.plan()).short();
+    let batchable = lm.plan().cache_signatures().iter().all(|s| {
+        matches!(
+            s,
+            runtime::signature::CacheSignature::Plain
+                | runtime::signature::CacheSignature::Quant(_)
+        )
+    });
     let model = Model {
         lm,
         layout,
         eos,
         usable,
+        batchable,
     };
     let warm_up = if setup.warm_up {
         let prompt: Vec<u32> = (0..8u32).map(|i| (i + 1) % vocab as u32).collect();
@@ -210,6 +223,7 @@ fn load(setup: &Setup) -> Result<(Model, Info)> {
         fingerprint,
         implementation: model.lm.implementation().to_owned(),
         warm_up,
+        batched: model.batchable && setup.max_batch > 1,
     };
     Ok((model, info))
 }
@@ -249,6 +263,9 @@ fn failed(e: &RuntimeError) -> Event {
 const SHUTTING_DOWN: &str = "the server is shutting down";
 
 fn run(model: Model, setup: &Setup, jobs: &Receiver<Job>, control: &Control) {
+    if model.batchable && setup.max_batch > 1 {
+        return run_batched(model, setup, jobs, control);
+    }
     let lm = model.lm.as_ref();
     let mut running: Vec<Running> = Vec::new();
     loop {
@@ -373,4 +390,129 @@ fn advance(lm: &dyn LanguageModel, r: &mut Running) -> bool {
             false
         }
     }
+}
+
+/// The next job for a free place: waits (a while) only when nothing runs. `None` when
+/// none is waiting; `Err` when the engine should exit.
+fn next_job(
+    jobs: &Receiver<Job>,
+    idle: bool,
+    control: &Control,
+) -> std::result::Result<Option<Job>, ()> {
+    if idle {
+        match jobs.recv_timeout(Duration::from_millis(50)) {
+            Ok(job) => Ok(Some(job)),
+            Err(RecvTimeoutError::Timeout) if control.stop.load(Ordering::SeqCst) => Err(()),
+            Err(RecvTimeoutError::Timeout) => Ok(None),
+            Err(RecvTimeoutError::Disconnected) => Err(()),
+        }
+    } else {
+        Ok(jobs.try_recv().ok())
+    }
+}
+
+/// As [`run`], with the running requests as the rows of one batch
+/// ([`runtime::batch::Batch`]): one forward per step for all of them.
+fn run_batched(model: Model, setup: &Setup, jobs: &Receiver<Job>, control: &Control) {
+    let lm = model.lm.as_ref();
+    let mut batch = Batch::new(model.layout.clone());
+    // The rows' event channels, in the batch's row order.
+    let mut events: Vec<UnboundedSender<Event>> = Vec::new();
+    loop {
+        while batch.len() < setup.max_batch {
+            let job = match next_job(jobs, batch.is_empty(), control) {
+                Ok(Some(job)) => job,
+                Ok(None) if batch.is_empty() => continue,
+                Ok(None) => break,
+                Err(()) => return,
+            };
+            if control.cancel_all.load(Ordering::SeqCst) {
+                let _ = job.events.send(Event::Failed {
+                    client: false,
+                    message: SHUTTING_DOWN.into(),
+                });
+                continue;
+            }
+            if job.events.is_closed() {
+                continue;
+            }
+            let opts = model.options(job.max_tokens, job.sampler, setup.prefill_chunk);
+            match batch.join(lm, &job.prompt, &opts) {
+                Ok(()) => {
+                    let _ = job.events.send(Event::Started);
+                    events.push(job.events);
+                }
+                Err(e) => {
+                    let _ = job.events.send(failed(&e));
+                }
+            }
+        }
+        if control.cancel_all.load(Ordering::SeqCst) {
+            for e in events.drain(..) {
+                let _ = e.send(Event::Failed {
+                    client: false,
+                    message: SHUTTING_DOWN.into(),
+                });
+            }
+            batch = Batch::new(model.layout.clone());
+            continue;
+        }
+        // Clients that left free their rows here, at the step boundary.
+        let gone: Vec<usize> = (0..events.len())
+            .filter(|&r| events[r].is_closed())
+            .collect();
+        if !gone.is_empty() {
+            if let Err(e) = batch.remove(&gone) {
+                fail_all(&mut batch, &mut events, &model, &e);
+                continue;
+            }
+            let mut r = 0;
+            events.retain(|_| {
+                let keep = !gone.contains(&r);
+                r += 1;
+                keep
+            });
+        }
+        if batch.is_empty() {
+            continue;
+        }
+        match batch.step(lm) {
+            Ok(advances) => {
+                let mut r = 0;
+                events.retain(|e| {
+                    let keep = match advances[r] {
+                        Advance::Token(t) => {
+                            let _ = e.send(Event::Token(t));
+                            true
+                        }
+                        Advance::Last(t) => {
+                            let _ = e.send(Event::Token(t));
+                            let _ = e.send(Event::Finished(StopReason::MaxTokens));
+                            false
+                        }
+                        Advance::Stopped => {
+                            let _ = e.send(Event::Finished(StopReason::StopToken));
+                            false
+                        }
+                    };
+                    r += 1;
+                    keep
+                });
+            }
+            Err(e) => fail_all(&mut batch, &mut events, &model, &e),
+        }
+    }
+}
+
+/// Ends every row with `e` (a failed batched step leaves no row to trust).
+fn fail_all(
+    batch: &mut Batch,
+    events: &mut Vec<UnboundedSender<Event>>,
+    model: &Model,
+    e: &RuntimeError,
+) {
+    for tx in events.drain(..) {
+        let _ = tx.send(failed(e));
+    }
+    *batch = Batch::new(model.layout.clone());
 }

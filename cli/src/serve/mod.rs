@@ -166,10 +166,15 @@ async fn serve(
     let local = listener.local_addr()?;
     eprintln!(
         "mlx-aot serve: listening on http://{local} (model `{}`, {}, fingerprint {}, max batch \
-         {max_batch}, context limit {} tokens{})",
+         {max_batch} {}, context limit {} tokens{})",
         state.model_id,
         state.info.implementation,
         state.info.fingerprint,
+        if state.info.batched {
+            "(batched)"
+        } else {
+            "(one forward per request)"
+        },
         state.info.max_context,
         state
             .info

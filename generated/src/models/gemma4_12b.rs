@@ -151,9 +151,9 @@ fn donor_sliding_q4g64_scalar(
     cache: &mut RotatingQuantizedKvCache,
 ) -> Result<Array> {
     let m = s.m;
-    let offset = cache.offset() as i32;
+    let offset = cache.rope_offset();
     let [q, k, v] = s
-        .attention_inputs(i, pre_donor_sliding, h, &m.rope_sliding, offset)?;
+        .attention_inputs(i, pre_donor_sliding, h, &m.rope_sliding, &offset)?;
     let (keys, values) = cache.update_and_fetch(&k, &v)?;
     let o = sdpa_quantized(&q, &keys, &values, Q4G64, s.mask(LayerType::Sliding))?;
     let h = s.run_post(i, post_dense_scalar, &[h, &o])?;
@@ -169,9 +169,9 @@ fn donor_sliding_q8g64_scalar(
     cache: &mut RotatingQuantizedKvCache,
 ) -> Result<Array> {
     let m = s.m;
-    let offset = cache.offset() as i32;
+    let offset = cache.rope_offset();
     let [q, k, v] = s
-        .attention_inputs(i, pre_donor_sliding, h, &m.rope_sliding, offset)?;
+        .attention_inputs(i, pre_donor_sliding, h, &m.rope_sliding, &offset)?;
     let (keys, values) = cache.update_and_fetch(&k, &v)?;
     let o = sdpa_quantized(&q, &keys, &values, Q8G64, s.mask(LayerType::Sliding))?;
     let h = s.run_post(i, post_dense_scalar, &[h, &o])?;
@@ -187,8 +187,9 @@ fn donor_full_q4g64_keqv_scalar(
     cache: &mut QuantizedKvCache,
 ) -> Result<Array> {
     let m = s.m;
-    let offset = cache.offset() as i32;
-    let [q, k, v] = s.attention_inputs(i, pre_donor_full_keqv, h, &m.rope_full, offset)?;
+    let offset = cache.rope_offset();
+    let [q, k, v] = s
+        .attention_inputs(i, pre_donor_full_keqv, h, &m.rope_full, &offset)?;
     let (keys, values) = cache.update_and_fetch(&k, &v)?;
     let o = sdpa_quantized(&q, &keys, &values, Q4G64, s.mask(LayerType::Full))?;
     let h = s.run_post(i, post_dense_scalar, &[h, &o])?;

@@ -136,9 +136,9 @@ fn donor_sliding_q8g64_moe_scalar(
     cache: &mut RotatingQuantizedKvCache,
 ) -> Result<Array> {
     let m = s.m;
-    let offset = cache.offset() as i32;
+    let offset = cache.rope_offset();
     let [q, k, v] = s
-        .attention_inputs(i, pre_donor_sliding, h, &m.rope_sliding, offset)?;
+        .attention_inputs(i, pre_donor_sliding, h, &m.rope_sliding, &offset)?;
     let (keys, values) = cache.update_and_fetch(&k, &v)?;
     let o = sdpa_quantized(&q, &keys, &values, Q8G64, s.mask(LayerType::Sliding))?;
     let h = s.run_post(i, post_moe_scalar, &[h, &o])?;
@@ -154,9 +154,9 @@ fn donor_sliding_q4g64_moe_scalar(
     cache: &mut RotatingQuantizedKvCache,
 ) -> Result<Array> {
     let m = s.m;
-    let offset = cache.offset() as i32;
+    let offset = cache.rope_offset();
     let [q, k, v] = s
-        .attention_inputs(i, pre_donor_sliding, h, &m.rope_sliding, offset)?;
+        .attention_inputs(i, pre_donor_sliding, h, &m.rope_sliding, &offset)?;
     let (keys, values) = cache.update_and_fetch(&k, &v)?;
     let o = sdpa_quantized(&q, &keys, &values, Q4G64, s.mask(LayerType::Sliding))?;
     let h = s.run_post(i, post_moe_scalar, &[h, &o])?;
@@ -172,8 +172,9 @@ fn donor_full_q8g64_keqv_moe_scalar(
     cache: &mut QuantizedKvCache,
 ) -> Result<Array> {
     let m = s.m;
-    let offset = cache.offset() as i32;
-    let [q, k, v] = s.attention_inputs(i, pre_donor_full_keqv, h, &m.rope_full, offset)?;
+    let offset = cache.rope_offset();
+    let [q, k, v] = s
+        .attention_inputs(i, pre_donor_full_keqv, h, &m.rope_full, &offset)?;
     let (keys, values) = cache.update_and_fetch(&k, &v)?;
     let o = sdpa_quantized(&q, &keys, &values, Q8G64, s.mask(LayerType::Full))?;
     let h = s.run_post(i, post_moe_scalar, &[h, &o])?;
@@ -189,8 +190,9 @@ fn donor_full_q4g64_keqv_moe_scalar(
     cache: &mut QuantizedKvCache,
 ) -> Result<Array> {
     let m = s.m;
-    let offset = cache.offset() as i32;
-    let [q, k, v] = s.attention_inputs(i, pre_donor_full_keqv, h, &m.rope_full, offset)?;
+    let offset = cache.rope_offset();
+    let [q, k, v] = s
+        .attention_inputs(i, pre_donor_full_keqv, h, &m.rope_full, &offset)?;
     let (keys, values) = cache.update_and_fetch(&k, &v)?;
     let o = sdpa_quantized(&q, &keys, &values, Q4G64, s.mask(LayerType::Full))?;
     let h = s.run_post(i, post_moe_scalar, &[h, &o])?;

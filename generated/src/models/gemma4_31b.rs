@@ -150,9 +150,9 @@ fn donor_sliding_plain_scalar(
     cache: &mut RotatingKvCache,
 ) -> Result<Array> {
     let m = s.m;
-    let offset = cache.offset() as i32;
+    let offset = cache.rope_offset();
     let [q, k, v] = s
-        .attention_inputs(i, pre_donor_sliding, h, &m.rope_sliding, offset)?;
+        .attention_inputs(i, pre_donor_sliding, h, &m.rope_sliding, &offset)?;
     let (keys, values) = cache.update_and_fetch(&k, &v)?;
     let o = sdpa_with(
         &q,
@@ -174,8 +174,9 @@ fn donor_full_plain_keqv_scalar(
     cache: &mut KvCache,
 ) -> Result<Array> {
     let m = s.m;
-    let offset = cache.offset() as i32;
-    let [q, k, v] = s.attention_inputs(i, pre_donor_full_keqv, h, &m.rope_full, offset)?;
+    let offset = cache.rope_offset();
+    let [q, k, v] = s
+        .attention_inputs(i, pre_donor_full_keqv, h, &m.rope_full, &offset)?;
     let (keys, values) = cache.update_and_fetch(&k, &v)?;
     let o = sdpa_with(
         &q,

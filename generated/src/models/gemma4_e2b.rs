@@ -135,9 +135,9 @@ fn donor_sliding_plain_ple_scalar(
     cache: &mut RotatingKvCache,
 ) -> Result<Array> {
     let m = s.m;
-    let offset = cache.offset() as i32;
+    let offset = cache.rope_offset();
     let [q, k, v] = s
-        .attention_inputs(i, pre_donor_sliding, h, &m.rope_sliding, offset)?;
+        .attention_inputs(i, pre_donor_sliding, h, &m.rope_sliding, &offset)?;
     let (keys, values) = cache.update_and_fetch(&k, &v)?;
     let o = sdpa_with(
         &q,
@@ -160,8 +160,8 @@ fn donor_full_plain_ple_scalar(
     cache: &mut KvCache,
 ) -> Result<Array> {
     let m = s.m;
-    let offset = cache.offset() as i32;
-    let [q, k, v] = s.attention_inputs(i, pre_donor_full, h, &m.rope_full, offset)?;
+    let offset = cache.rope_offset();
+    let [q, k, v] = s.attention_inputs(i, pre_donor_full, h, &m.rope_full, &offset)?;
     let (keys, values) = cache.update_and_fetch(&k, &v)?;
     let o = sdpa_with(
         &q,
@@ -184,9 +184,9 @@ fn donor_sliding_plain_ple_scalar_export(
     cache: &mut RotatingKvCache,
 ) -> Result<(Array, SharedKv)> {
     let m = s.m;
-    let offset = cache.offset() as i32;
+    let offset = cache.rope_offset();
     let [q, k, v] = s
-        .attention_inputs(i, pre_donor_sliding, h, &m.rope_sliding, offset)?;
+        .attention_inputs(i, pre_donor_sliding, h, &m.rope_sliding, &offset)?;
     let (keys, values) = cache.update_and_fetch(&k, &v)?;
     let o = sdpa_with(
         &q,
@@ -213,8 +213,8 @@ fn donor_full_plain_ple_scalar_export(
     cache: &mut KvCache,
 ) -> Result<(Array, SharedKv)> {
     let m = s.m;
-    let offset = cache.offset() as i32;
-    let [q, k, v] = s.attention_inputs(i, pre_donor_full, h, &m.rope_full, offset)?;
+    let offset = cache.rope_offset();
+    let [q, k, v] = s.attention_inputs(i, pre_donor_full, h, &m.rope_full, &offset)?;
     let (keys, values) = cache.update_and_fetch(&k, &v)?;
     let o = sdpa_with(
         &q,
@@ -245,7 +245,7 @@ fn sharer_sliding_plain_ple_scalar(
         return Err(unexpected_kv(i, "float"));
     };
     let [q] = s
-        .attention_inputs(i, pre_sharer_sliding, h, &m.rope_sliding, shared.offset)?;
+        .attention_inputs(i, pre_sharer_sliding, h, &m.rope_sliding, &shared.offset)?;
     let o = sdpa_with(
         &q,
         keys,
@@ -270,7 +270,7 @@ fn sharer_full_plain_ple_scalar(
     let Kv::Float { keys, values } = &shared.kv else {
         return Err(unexpected_kv(i, "float"));
     };
-    let [q] = s.attention_inputs(i, pre_sharer_full, h, &m.rope_full, shared.offset)?;
+    let [q] = s.attention_inputs(i, pre_sharer_full, h, &m.rope_full, &shared.offset)?;
     let o = sdpa_with(
         &q,
         keys,

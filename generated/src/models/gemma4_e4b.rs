@@ -157,9 +157,9 @@ fn donor_sliding_q4g64_ple_scalar(
     cache: &mut RotatingQuantizedKvCache,
 ) -> Result<Array> {
     let m = s.m;
-    let offset = cache.offset() as i32;
+    let offset = cache.rope_offset();
     let [q, k, v] = s
-        .attention_inputs(i, pre_donor_sliding, h, &m.rope_sliding, offset)?;
+        .attention_inputs(i, pre_donor_sliding, h, &m.rope_sliding, &offset)?;
     let (keys, values) = cache.update_and_fetch(&k, &v)?;
     let o = sdpa_quantized(&q, &keys, &values, Q4G64, s.mask(LayerType::Sliding))?;
     let pli = s.per_layer_input(i)?.clone();
@@ -176,9 +176,9 @@ fn donor_sliding_q8g64_ple_scalar(
     cache: &mut RotatingQuantizedKvCache,
 ) -> Result<Array> {
     let m = s.m;
-    let offset = cache.offset() as i32;
+    let offset = cache.rope_offset();
     let [q, k, v] = s
-        .attention_inputs(i, pre_donor_sliding, h, &m.rope_sliding, offset)?;
+        .attention_inputs(i, pre_donor_sliding, h, &m.rope_sliding, &offset)?;
     let (keys, values) = cache.update_and_fetch(&k, &v)?;
     let o = sdpa_quantized(&q, &keys, &values, Q8G64, s.mask(LayerType::Sliding))?;
     let pli = s.per_layer_input(i)?.clone();
@@ -195,8 +195,8 @@ fn donor_full_q4g64_ple_scalar(
     cache: &mut QuantizedKvCache,
 ) -> Result<Array> {
     let m = s.m;
-    let offset = cache.offset() as i32;
-    let [q, k, v] = s.attention_inputs(i, pre_donor_full, h, &m.rope_full, offset)?;
+    let offset = cache.rope_offset();
+    let [q, k, v] = s.attention_inputs(i, pre_donor_full, h, &m.rope_full, &offset)?;
     let (keys, values) = cache.update_and_fetch(&k, &v)?;
     let o = sdpa_quantized(&q, &keys, &values, Q4G64, s.mask(LayerType::Full))?;
     let pli = s.per_layer_input(i)?.clone();
@@ -213,8 +213,8 @@ fn donor_full_q8g64_ple_scalar(
     cache: &mut QuantizedKvCache,
 ) -> Result<Array> {
     let m = s.m;
-    let offset = cache.offset() as i32;
-    let [q, k, v] = s.attention_inputs(i, pre_donor_full, h, &m.rope_full, offset)?;
+    let offset = cache.rope_offset();
+    let [q, k, v] = s.attention_inputs(i, pre_donor_full, h, &m.rope_full, &offset)?;
     let (keys, values) = cache.update_and_fetch(&k, &v)?;
     let o = sdpa_quantized(&q, &keys, &values, Q8G64, s.mask(LayerType::Full))?;
     let pli = s.per_layer_input(i)?.clone();
@@ -231,9 +231,9 @@ fn donor_sliding_q4g64_ple_scalar_export(
     cache: &mut RotatingQuantizedKvCache,
 ) -> Result<(Array, SharedKv)> {
     let m = s.m;
-    let offset = cache.offset() as i32;
+    let offset = cache.rope_offset();
     let [q, k, v] = s
-        .attention_inputs(i, pre_donor_sliding, h, &m.rope_sliding, offset)?;
+        .attention_inputs(i, pre_donor_sliding, h, &m.rope_sliding, &offset)?;
     let (keys, values) = cache.update_and_fetch(&k, &v)?;
     let o = sdpa_quantized(&q, &keys, &values, Q4G64, s.mask(LayerType::Sliding))?;
     let pli = s.per_layer_input(i)?.clone();
@@ -258,8 +258,8 @@ fn donor_full_q4g64_ple_scalar_export(
     cache: &mut QuantizedKvCache,
 ) -> Result<(Array, SharedKv)> {
     let m = s.m;
-    let offset = cache.offset() as i32;
-    let [q, k, v] = s.attention_inputs(i, pre_donor_full, h, &m.rope_full, offset)?;
+    let offset = cache.rope_offset();
+    let [q, k, v] = s.attention_inputs(i, pre_donor_full, h, &m.rope_full, &offset)?;
     let (keys, values) = cache.update_and_fetch(&k, &v)?;
     let o = sdpa_quantized(&q, &keys, &values, Q4G64, s.mask(LayerType::Full))?;
     let pli = s.per_layer_input(i)?.clone();
@@ -288,7 +288,7 @@ fn sharer_sliding_q4g64_ple_scalar(
         return Err(unexpected_kv(i, "4-bit group-64"));
     };
     let [q] = s
-        .attention_inputs(i, pre_sharer_sliding, h, &m.rope_sliding, shared.offset)?;
+        .attention_inputs(i, pre_sharer_sliding, h, &m.rope_sliding, &shared.offset)?;
     let o = sdpa_quantized(&q, keys, values, Q4G64, s.mask(LayerType::Sliding))?;
     let pli = s.per_layer_input(i)?.clone();
     let h = s.run_post(i, post_dense_ple_scalar, &[h, &o, &pli])?;
@@ -307,7 +307,7 @@ fn sharer_full_q4g64_ple_scalar(
     let Kv::Quant { keys, values, spec: Q4G64 } = &shared.kv else {
         return Err(unexpected_kv(i, "4-bit group-64"));
     };
-    let [q] = s.attention_inputs(i, pre_sharer_full, h, &m.rope_full, shared.offset)?;
+    let [q] = s.attention_inputs(i, pre_sharer_full, h, &m.rope_full, &shared.offset)?;
     let o = sdpa_quantized(&q, keys, values, Q4G64, s.mask(LayerType::Full))?;
     let pli = s.per_layer_input(i)?.clone();
     let h = s.run_post(i, post_dense_ple_scalar, &[h, &o, &pli])?;

@@ -96,10 +96,10 @@ fn donor_full_q8g64(
     cache: &mut QuantizedKvCache,
 ) -> Result<Array> {
     let m = s.m;
-    let offset = cache.offset() as i32;
+    let offset = cache.rope_offset();
     let [q, k, v] = s.run(i, Stage::Pre, pre_donor_full, &[h])?;
-    let k = blocks::rope(&m.rope, &k, offset)?;
-    let q = blocks::rope(&m.rope, &q, offset)?;
+    let k = blocks::rope(&m.rope, &k, &offset)?;
+    let q = blocks::rope(&m.rope, &q, &offset)?;
     let (keys, values) = cache.update_and_fetch(&k, &v)?;
     let o = sdpa_quantized_scaled(
         &q,
@@ -121,10 +121,10 @@ fn donor_full_q4g64(
     cache: &mut QuantizedKvCache,
 ) -> Result<Array> {
     let m = s.m;
-    let offset = cache.offset() as i32;
+    let offset = cache.rope_offset();
     let [q, k, v] = s.run(i, Stage::Pre, pre_donor_full, &[h])?;
-    let k = blocks::rope(&m.rope, &k, offset)?;
-    let q = blocks::rope(&m.rope, &q, offset)?;
+    let k = blocks::rope(&m.rope, &k, &offset)?;
+    let q = blocks::rope(&m.rope, &q, &offset)?;
     let (keys, values) = cache.update_and_fetch(&k, &v)?;
     let o = sdpa_quantized_scaled(
         &q,

@@ -108,10 +108,10 @@ fn donor_full_plain_scaledres(
     cache: &mut KvCache,
 ) -> Result<Array> {
     let m = s.m;
-    let offset = cache.offset() as i32;
+    let offset = cache.rope_offset();
     let [q, k, v] = s.run(i, Stage::Pre, pre_donor_full, &[h])?;
-    let k = blocks::rope(&m.rope, &k, offset)?;
-    let q = blocks::rope(&m.rope, &q, offset)?;
+    let k = blocks::rope(&m.rope, &k, &offset)?;
+    let q = blocks::rope(&m.rope, &q, &offset)?;
     let (keys, values) = cache.update_and_fetch(&k, &v)?;
     let o = sdpa_scaled(&q, &keys, &values, m.scale, s.mask(LayerType::Full))?;
     let [h] = s.run(i, Stage::Post, post_dense_scaledres, &[h, &o])?;

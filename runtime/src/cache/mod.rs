@@ -4,6 +4,7 @@
 
 mod plain;
 mod quantized;
+pub mod ragged;
 mod rotating;
 mod rotating_quantized;
 mod triple;
@@ -18,6 +19,7 @@ use mlx_rs::{Array, Dtype};
 
 use crate::error::{Error, Result};
 use crate::nn::mask::{self, AttnMask};
+use crate::nn::rope::RopeOffset;
 use crate::quantization::QuantSpec;
 use crate::signature::CacheSignature;
 
@@ -168,9 +170,82 @@ impl AnyCache {
         })
     }
 
+    /// The RoPE position of each row's next token.
+    pub fn rope_offset(&self) -> RopeOffset {
+        match self {
+            AnyCache::Plain(c) => c.rope_offset(),
+            AnyCache::Quant(c) => c.rope_offset(),
+            AnyCache::Rotating(c) => RopeOffset::Uniform(c.offset() as i32),
+            AnyCache::RotatingQuant(c) => RopeOffset::Uniform(c.offset() as i32),
+        }
+    }
+
+    /// Whether rows of different lengths can share this kind of cache (growing kinds).
+    pub fn is_batchable(&self) -> bool {
+        matches!(self, AnyCache::Plain(_) | AnyCache::Quant(_))
+    }
+
+    /// The rows of `parts` (caches of one kind, at the same place in one model) as one
+    /// batch, each row left-padded to the longest ([`ragged`]).
+    pub fn merge(cache_index: usize, parts: &[&AnyCache]) -> Result<AnyCache> {
+        let unsupported = |what: String| Error::Cache {
+            cache: cache_index,
+            message: what,
+        };
+        if let Some(AnyCache::Plain(_)) = parts.first() {
+            let plain: Option<Vec<&KvCache>> = parts
+                .iter()
+                .map(|c| match c {
+                    AnyCache::Plain(p) => Some(p),
+                    _ => None,
+                })
+                .collect();
+            let plain =
+                plain.ok_or_else(|| unsupported("merging caches of different kinds".into()))?;
+            return Ok(AnyCache::Plain(KvCache::merge(&plain)?));
+        }
+        if let Some(AnyCache::Quant(_)) = parts.first() {
+            let quant: Option<Vec<&QuantizedKvCache>> = parts
+                .iter()
+                .map(|c| match c {
+                    AnyCache::Quant(q) => Some(q),
+                    _ => None,
+                })
+                .collect();
+            let quant =
+                quant.ok_or_else(|| unsupported("merging caches of different kinds".into()))?;
+            return Ok(AnyCache::Quant(QuantizedKvCache::merge(&quant)?));
+        }
+        Err(unsupported(match parts.first() {
+            Some(c) => format!(
+                "a {} cache cannot hold rows of different lengths",
+                c.signature()
+            ),
+            None => "merging no caches".into(),
+        }))
+    }
+
+    /// Rows `keep` of the batch, in that order.
+    pub fn select_rows(&self, cache_index: usize, keep: &[usize]) -> Result<AnyCache> {
+        match self {
+            AnyCache::Plain(c) => Ok(AnyCache::Plain(c.select(keep)?)),
+            AnyCache::Quant(c) => Ok(AnyCache::Quant(c.select(keep)?)),
+            other => Err(Error::Cache {
+                cache: cache_index,
+                message: format!("a {} cache cannot drop rows", other.signature()),
+            }),
+        }
+    }
+
     /// The mask for an `n`-token step of a layer of this cache; `window` applies to rings.
     pub fn make_mask(&self, n: usize, window: usize) -> Result<AttnMask> {
         match self {
+            AnyCache::Plain(c) if c.padding().is_some() => {
+                c.padding().expect("padded").mask(c.offset(), n)
+            }
+            AnyCache::Quant(c) if c.padding().is_some() => {
+                c.padding().expect("padded").mask(c.offset(), n)
+            }
             AnyCache::Plain(_) | AnyCache::Quant(_) => Ok(mask::full_mask(n)),
             AnyCache::Rotating(c) => mask::rotating_mask(n, c.offset(), c.max_size(), window),
             AnyCache::RotatingQuant(c) => mask::rotating_mask(n, c.offset(), c.max_size(), window),

@@ -2,8 +2,10 @@
 
 use mlx_rs::Array;
 
+use super::ragged::{self, LeftPadding, Part};
 use super::{CacheGeometry, QuantizedKvCache, STEP, concat_rows, rows, write_rows, zeros};
-use crate::error::Result;
+use crate::error::{Error, Result};
+use crate::nn::rope::RopeOffset;
 use crate::quantization::QuantSpec;
 
 /// Keys and values in buffers grown 256 rows at a time; `offset` rows are valid.
@@ -13,6 +15,8 @@ pub struct KvCache {
     keys: Option<Array>,
     values: Option<Array>,
     offset: usize,
+    /// Rows of different lengths ([`super::ragged`]).
+    padding: Option<LeftPadding>,
 }
 
 impl KvCache {
@@ -23,6 +27,7 @@ impl KvCache {
             keys: None,
             values: None,
             offset: 0,
+            padding: None,
         }
     }
 
@@ -91,7 +96,83 @@ impl KvCache {
             self.keys.as_ref(),
             self.values.as_ref(),
             self.offset,
+            self.padding,
         )
+    }
+
+    /// The per-row padding, when the rows hold different numbers of tokens.
+    pub fn padding(&self) -> Option<&LeftPadding> {
+        self.padding.as_ref()
+    }
+
+    /// The RoPE position of each row's next token.
+    pub fn rope_offset(&self) -> RopeOffset {
+        match &self.padding {
+            Some(p) => p.rope_offset(self.offset),
+            None => RopeOffset::Uniform(self.offset as i32),
+        }
+    }
+
+    pub(super) fn part(&self) -> Result<Part> {
+        let (Some(k), Some(v)) = (&self.keys, &self.values) else {
+            return Err(Error::Request("an empty cache cannot join a batch".into()));
+        };
+        Ok(Part {
+            buffers: vec![k.clone(), v.clone()],
+            offset: self.offset,
+            pads: self.pads(),
+        })
+    }
+
+    fn pads(&self) -> Vec<usize> {
+        match &self.padding {
+            Some(p) => p.pads().to_vec(),
+            None => vec![0; self.batch()],
+        }
+    }
+
+    fn batch(&self) -> usize {
+        self.keys
+            .as_ref()
+            .map_or(self.geometry.batch, |k| k.dim(0) as usize)
+    }
+
+    /// One batch of the rows of `parts` (growing float caches of one model), each
+    /// left-padded to the longest.
+    pub fn merge(parts: &[&KvCache]) -> Result<KvCache> {
+        let first = parts
+            .first()
+            .ok_or_else(|| Error::Request("merging no caches".into()))?;
+        let geometry = first.geometry;
+        let (buffers, offset, padding) =
+            ragged::merge(parts.iter().map(|c| c.part()).collect::<Result<_>>()?)?;
+        Ok(Self::from_buffers(geometry, buffers, offset, padding))
+    }
+
+    /// Rows `keep` of the batch, in that order.
+    pub fn select(&self, keep: &[usize]) -> Result<KvCache> {
+        let part = self.part()?;
+        let (buffers, offset, padding) =
+            ragged::select(&part.buffers, self.offset, &part.pads, keep)?;
+        Ok(Self::from_buffers(self.geometry, buffers, offset, padding))
+    }
+
+    fn from_buffers(
+        geometry: CacheGeometry,
+        mut buffers: Vec<Array>,
+        offset: usize,
+        padding: Option<LeftPadding>,
+    ) -> KvCache {
+        let values = buffers.pop();
+        let keys = buffers.pop();
+        let batch = keys.as_ref().map_or(geometry.batch, |k| k.dim(0) as usize);
+        KvCache {
+            geometry: CacheGeometry { batch, ..geometry },
+            keys,
+            values,
+            offset,
+            padding,
+        }
     }
 
     /// Bytes held by the buffers.

@@ -2,8 +2,10 @@
 
 use mlx_rs::Array;
 
+use super::ragged::{self, LeftPadding, Part};
 use super::{CacheGeometry, QuantTriple, STEP, concat_rows, rows, write_rows};
-use crate::error::Result;
+use crate::error::{Error, Result};
+use crate::nn::rope::RopeOffset;
 use crate::quantization::QuantSpec;
 
 /// Quantized keys and values grown 256 rows at a time.
@@ -14,6 +16,8 @@ pub struct QuantizedKvCache {
     keys: Option<QuantTriple>,
     values: Option<QuantTriple>,
     offset: usize,
+    /// Rows of different lengths ([`super::ragged`]).
+    padding: Option<LeftPadding>,
 }
 
 impl QuantizedKvCache {
@@ -25,6 +29,7 @@ impl QuantizedKvCache {
             keys: None,
             values: None,
             offset: 0,
+            padding: None,
         }
     }
 
@@ -35,6 +40,7 @@ impl QuantizedKvCache {
         keys: Option<&Array>,
         values: Option<&Array>,
         offset: usize,
+        padding: Option<LeftPadding>,
     ) -> Result<Self> {
         Ok(QuantizedKvCache {
             geometry,
@@ -42,6 +48,7 @@ impl QuantizedKvCache {
             keys: keys.map(|k| QuantTriple::quantize(k, spec)).transpose()?,
             values: values.map(|v| QuantTriple::quantize(v, spec)).transpose()?,
             offset,
+            padding,
         })
     }
 
@@ -111,6 +118,103 @@ impl QuantizedKvCache {
         let n = n.min(self.offset);
         self.offset -= n;
         n
+    }
+
+    /// The per-row padding, when the rows hold different numbers of tokens.
+    pub fn padding(&self) -> Option<&LeftPadding> {
+        self.padding.as_ref()
+    }
+
+    /// The RoPE position of each row's next token.
+    pub fn rope_offset(&self) -> RopeOffset {
+        match &self.padding {
+            Some(p) => p.rope_offset(self.offset),
+            None => RopeOffset::Uniform(self.offset as i32),
+        }
+    }
+
+    fn part(&self) -> Result<Part> {
+        let (Some(k), Some(v)) = (&self.keys, &self.values) else {
+            return Err(Error::Request("an empty cache cannot join a batch".into()));
+        };
+        let batch = k.packed.dim(0) as usize;
+        Ok(Part {
+            buffers: [k, v]
+                .into_iter()
+                .flat_map(|t| [t.packed.clone(), t.scales.clone(), t.biases.clone()])
+                .collect(),
+            offset: self.offset,
+            pads: match &self.padding {
+                Some(p) => p.pads().to_vec(),
+                None => vec![0; batch],
+            },
+        })
+    }
+
+    /// One batch of the rows of `parts` (growing caches of one model and spec), each
+    /// left-padded to the longest.
+    pub fn merge(parts: &[&QuantizedKvCache]) -> Result<QuantizedKvCache> {
+        let first = parts
+            .first()
+            .ok_or_else(|| Error::Request("merging no caches".into()))?;
+        if parts.iter().any(|c| c.spec != first.spec) {
+            return Err(Error::Request(
+                "merging caches of different quantizations".into(),
+            ));
+        }
+        let (buffers, offset, padding) =
+            ragged::merge(parts.iter().map(|c| c.part()).collect::<Result<_>>()?)?;
+        Ok(Self::from_buffers(
+            first.geometry,
+            first.spec,
+            buffers,
+            offset,
+            padding,
+        ))
+    }
+
+    /// Rows `keep` of the batch, in that order.
+    pub fn select(&self, keep: &[usize]) -> Result<QuantizedKvCache> {
+        let part = self.part()?;
+        let (buffers, offset, padding) =
+            ragged::select(&part.buffers, self.offset, &part.pads, keep)?;
+        Ok(Self::from_buffers(
+            self.geometry,
+            self.spec,
+            buffers,
+            offset,
+            padding,
+        ))
+    }
+
+    fn from_buffers(
+        geometry: CacheGeometry,
+        spec: QuantSpec,
+        buffers: Vec<Array>,
+        offset: usize,
+        padding: Option<LeftPadding>,
+    ) -> QuantizedKvCache {
+        let mut it = buffers.into_iter();
+        let mut triple = || -> Option<QuantTriple> {
+            Some(QuantTriple {
+                packed: it.next()?,
+                scales: it.next()?,
+                biases: it.next()?,
+            })
+        };
+        let keys = triple();
+        let values = triple();
+        let batch = keys
+            .as_ref()
+            .map_or(geometry.batch, |k| k.packed.dim(0) as usize);
+        QuantizedKvCache {
+            geometry: CacheGeometry { batch, ..geometry },
+            spec,
+            keys,
+            values,
+            offset,
+            padding,
+        }
     }
 
     /// Bytes held by the buffers.

@@ -61,6 +61,11 @@ impl RotatingQuantizedKvCache {
         self.spec
     }
 
+    /// The RoPE position of the next token (every row alike: rings are never ragged).
+    pub fn rope_offset(&self) -> crate::nn::rope::RopeOffset {
+        crate::nn::rope::RopeOffset::Uniform(self.offset() as i32)
+    }
+
     /// Tokens ever seen.
     pub fn offset(&self) -> usize {
         self.offset

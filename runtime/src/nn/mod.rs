@@ -26,4 +26,4 @@ pub use embedding::Embedding;
 pub use linear::Linear;
 pub use mask::AttnMask;
 pub use norm::rms_norm;
-pub use rope::Rope;
+pub use rope::{Rope, RopeOffset};

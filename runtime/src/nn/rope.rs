@@ -196,6 +196,46 @@ impl Rope {
         })
     }
 
+    /// Rotates `x` (`[B, heads, L, D]`) for positions starting at `offset`: one start
+    /// for every row, or one per row ([`RopeOffset::Rows`], a batch whose rows hold
+    /// different numbers of tokens). A row's bytes are those of the uniform call at its
+    /// own offset.
+    pub fn apply_at(&self, x: &Array, offset: &RopeOffset) -> Result<Array> {
+        match offset {
+            RopeOffset::Uniform(o) => self.apply(x, *o),
+            RopeOffset::Rows(o) => self.apply_rows(x, o),
+        }
+    }
+
+    fn apply_rows(&self, x: &Array, offset: &Array) -> Result<Array> {
+        use mlx_rs::fast::rope_dynamic;
+        Ok(match self {
+            Rope::Default { dims, base } => {
+                rope_dynamic(x, *dims, false, *base, 1.0, offset, None)?
+            }
+            Rope::Proportional { dims, freqs } | Rope::Llama3 { dims, freqs } => {
+                rope_dynamic(x, *dims, false, None, 1.0, offset, freqs)?
+            }
+            Rope::Linear { dims, base, scale } => {
+                rope_dynamic(x, *dims, false, *base, *scale, offset, None)?
+            }
+            Rope::LongRope {
+                dims,
+                freqs,
+                mscale,
+            } => {
+                let scaled;
+                let x = if *mscale == 1.0 {
+                    x
+                } else {
+                    scaled = super::scalar::mul(x, *mscale)?;
+                    &scaled
+                };
+                rope_dynamic(x, *dims, false, None, 1.0, offset, freqs)?
+            }
+        })
+    }
+
     /// Rotates `x` (`[B, heads, L, D]`) for positions starting at `offset`.
     pub fn apply(&self, x: &Array, offset: i32) -> Result<Array> {
         Ok(match self {
@@ -225,4 +265,13 @@ impl Rope {
             }
         })
     }
+}
+
+/// Where a step's positions start.
+#[derive(Debug, Clone)]
+pub enum RopeOffset {
+    /// The same position for every row (the tokens the caches hold).
+    Uniform(i32),
+    /// One position per row, int32 `[B]`: rows that hold different numbers of tokens.
+    Rows(Array),
 }

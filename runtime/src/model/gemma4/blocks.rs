@@ -14,7 +14,7 @@ use crate::kernels;
 use crate::nn::activation::{gelu_approx, logit_softcap};
 pub use crate::nn::composition::Composition;
 use crate::nn::mask::AttnMask;
-use crate::nn::{Rope, rms_norm, scalar, sdpa, sdpa_quantized};
+use crate::nn::{Rope, RopeOffset, rms_norm, scalar, sdpa, sdpa_quantized};
 
 /// What every layer of one forward step reads besides the residual stream.
 #[derive(Debug, Clone)]
@@ -53,8 +53,8 @@ impl StepMasks {
 pub struct SharedKv {
     /// The fetched K/V.
     pub kv: Kv,
-    /// The donor cache's offset before the update.
-    pub offset: i32,
+    /// The donor cache's RoPE positions before the update.
+    pub offset: RopeOffset,
 }
 
 /// Embedding, scaling and per-layer inputs (gemma4.md §3.1-3.2). `tokens` is `[B, L]`.
@@ -238,8 +238,8 @@ fn finish_keys_values(
 }
 
 /// RoPE at `offset`.
-pub fn rope(rope: &Rope, x: &Array, offset: i32) -> Result<Array> {
-    rope.apply(x, offset)
+pub fn rope(rope: &Rope, x: &Array, offset: &RopeOffset) -> Result<Array> {
+    rope.apply_at(x, offset)
 }
 
 /// Attention over float or quantized K/V (the dispatch mlx-lm and mlx-optiq make).
@@ -398,8 +398,12 @@ pub fn fused_attention_inputs(
     x: &Array,
     own_kv: bool,
     rotation: &Rope,
-    offset: i32,
+    offset: &RopeOffset,
 ) -> Result<Option<Vec<Array>>> {
+    // The kernel takes one position for every row.
+    let &RopeOffset::Uniform(offset) = offset else {
+        return Ok(None);
+    };
     let w = &m.weights.layers[i].attn;
     let layer = &m.plan.layers[i];
     let k_eq_v = layer.flags.k_eq_v;

@@ -34,7 +34,7 @@ pub fn forward(m: &Gemma4, tokens: &Array, caches: &mut [AnyCache]) -> Result<Ar
         let (q, kv) = match layer.kv {
             KvRole::Donor { cache, .. } => {
                 let c = &mut caches[cache];
-                let offset = c.offset() as i32;
+                let offset = c.rope_offset();
                 let (q, k, v) = blocks::queries_keys_values(
                     m,
                     &w.attn,
@@ -43,7 +43,7 @@ pub fn forward(m: &Gemma4, tokens: &Array, caches: &mut [AnyCache]) -> Result<Ar
                     layer.flags.k_eq_v,
                     reference,
                 )?;
-                let k = blocks::rope(rope, &k, offset)?;
+                let k = blocks::rope(rope, &k, &offset)?;
                 let kv = c.update_and_fetch(&k, &v)?;
                 (q, SharedKv { kv, offset })
             }
@@ -57,7 +57,7 @@ pub fn forward(m: &Gemma4, tokens: &Array, caches: &mut [AnyCache]) -> Result<Ar
                 (q, kv)
             }
         };
-        let q = blocks::rope(rope, &q, kv.offset)?;
+        let q = blocks::rope(rope, &q, &kv.offset)?;
         let o = blocks::attend(&q, &kv.kv, mask)?;
         crate::model::barrier::attention_done(&o, barrier)?;
         let pli = if layer.flags.per_layer_input {

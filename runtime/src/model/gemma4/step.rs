@@ -12,8 +12,8 @@ use crate::cache::AnyCache;
 use crate::config::LayerType;
 use crate::error::{Error, Result};
 use crate::model::segments::{self, Staged};
-use crate::nn::Rope;
 use crate::nn::mask::AttnMask;
+use crate::nn::{Rope, RopeOffset};
 
 pub use crate::model::segments::{
     CompiledStages, DecodeSegments, Segment, Stage, args, compiled_stages, compiles,
@@ -116,7 +116,7 @@ impl<'a> Step<'a> {
         pre: StageFn,
         h: &Array,
         rope: &Rope,
-        offset: i32,
+        offset: &RopeOffset,
     ) -> Result<[Array; N]> {
         let normed = self.next_input.take().filter(|(layer, _)| *layer == i);
         let m = self.m;

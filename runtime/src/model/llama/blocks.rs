@@ -12,7 +12,7 @@ pub use crate::nn::composition::Composition;
 use crate::nn::fused::products;
 use crate::nn::mask::AttnMask;
 use crate::nn::scaled::{sdpa_quantized_scaled, sdpa_scaled};
-use crate::nn::{Rope, rms_norm, scalar};
+use crate::nn::{Rope, RopeOffset, rms_norm, scalar};
 
 /// `embed_tokens(tokens)` for `tokens` `[B, L]`: the residual stream entering layer 0.
 pub fn embed(m: &Llama, tokens: &Array) -> Result<Array> {
@@ -155,9 +155,9 @@ pub fn queries_keys_values(
     Ok((q, k, v))
 }
 
-/// RoPE at `offset`.
-pub fn rope(rope: &Rope, x: &Array, offset: i32) -> Result<Array> {
-    rope.apply(x, offset)
+/// RoPE at `offset` (one position per row in a batch of rows of different lengths).
+pub fn rope(rope: &Rope, x: &Array, offset: &RopeOffset) -> Result<Array> {
+    rope.apply_at(x, offset)
 }
 
 /// Attention with the model's `1/sqrt(D)` scale over float or quantized K/V (mlx-lm's

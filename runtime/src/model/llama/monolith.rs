@@ -30,9 +30,9 @@ pub fn forward(m: &Llama, tokens: &Array, caches: &mut [AnyCache]) -> Result<Arr
         let (q, k, v) =
             blocks::queries_keys_values(m, &w.attn, &x, qk_norm, Composition::Reference)?;
         let c = &mut caches[layer.kv.cache_index()];
-        let offset = c.offset() as i32;
-        let q = blocks::rope(&m.rope, &q, offset)?;
-        let k = blocks::rope(&m.rope, &k, offset)?;
+        let offset = c.rope_offset();
+        let q = blocks::rope(&m.rope, &q, &offset)?;
+        let k = blocks::rope(&m.rope, &k, &offset)?;
         let kv = c.update_and_fetch(&k, &v)?;
         let o = blocks::attend(m, &q, &kv, &mask)?;
         crate::model::barrier::attention_done(&o, barrier)?;
