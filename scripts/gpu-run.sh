@@ -7,6 +7,9 @@
 #   scripts/gpu-run.sh setup                unpack MLX CUDA + Python bits into /root/prefix
 #   scripts/gpu-run.sh bench PRESET [ARGS]  synth real-shape 4-bit weights, run mlx-aot bench
 #   scripts/gpu-run.sh parity PRESET [ARGS] cargo xtask parity --full PRESET, on the GPU
+#   scripts/gpu-run.sh serve PRESET         mlx-aot serve, then mlx_lm.server, on the same
+#                                           real-shape 4-bit weights, each load-tested
+#                                           by scripts/bench-serve.py
 #
 # Results land in $OUT (the device tool's output folder) or ./gpu-out.
 set -euo pipefail
@@ -16,7 +19,7 @@ mkdir -p "$out" /root/models
 bin=$(pwd)/.gpu/bin
 export LD_LIBRARY_PATH=$prefix/mlx/lib
 export PYTHONPATH=$prefix
-phase=${1:?usage: gpu-run.sh setup | bench PRESET [ARGS] | parity PRESET [ARGS]}; shift
+phase=${1:?usage: gpu-run.sh setup | bench PRESET [ARGS] | parity PRESET [ARGS] | serve PRESET}; shift
 case "$phase" in
 setup)
   bash .gpu/mlx-cuda-unpack.sh "$prefix" /root/stash/mlx-cuda.part.aa .gpu/mlx-cuda.part.ab
@@ -42,6 +45,34 @@ parity)
   start=$SECONDS
   MLX_AOT_ROOT=$(pwd) "$bin/parity" --full "$preset" "$@" 2>&1 | tee "$out/parity-$preset.txt"
   echo "parity $((SECONDS - start)) s" | tee -a "$out/parity-$preset.txt"
+  ;;
+serve)
+  preset=${1:?preset}; shift
+  dir=/root/models/$preset-q4
+  if [ ! -f "$dir/model.safetensors" ]; then
+    "$bin/mlx-aot" synth --preset "$preset" --bits 4 --out "$dir"
+  fi
+  levels=${LEVELS:-1,4,16,64}
+  "$bin/mlx-aot" serve --model "$dir" --port 0 --max-batch 64 --queue 1024 \
+    --served-model-name bench 2> "$out/serve-$preset.log" &
+  pid=$!
+  for _ in $(seq 1 600); do grep -q "listening on" "$out/serve-$preset.log" && break; sleep 0.5; done
+  addr=$(grep -o 'http://[0-9.:]*' "$out/serve-$preset.log" | head -1)
+  python3 scripts/bench-serve.py --url "$addr" --model bench --concurrency "$levels" \
+    --requests 2 --max-tokens 64 --label "mlx-aot serve $preset" \
+    --json "$out/serve-$preset.json" 2>&1 | tee "$out/serve-$preset.txt" || true
+  kill -TERM "$pid"; wait "$pid" || true
+  python3 -m mlx_lm server --model "$dir" --port 8123 > "$out/mlx-lm-server-$preset.log" 2>&1 &
+  pid=$!
+  for _ in $(seq 1 600); do
+    python3 -c 'import urllib.request; urllib.request.urlopen("http://127.0.0.1:8123/v1/models")' \
+      2>/dev/null && break
+    sleep 0.5
+  done
+  python3 scripts/bench-serve.py --url http://127.0.0.1:8123 --model "$dir" --concurrency "$levels" \
+    --requests 2 --max-tokens 64 --label "mlx_lm.server $preset" --lenient \
+    --json "$out/mlx-lm-server-$preset.json" 2>&1 | tee "$out/mlx-lm-server-$preset.txt" || true
+  kill "$pid"; wait "$pid" || true
   ;;
 *)
   echo "unknown phase $phase" >&2; exit 2 ;;

@@ -6,6 +6,7 @@ use std::path::{Path, PathBuf};
 use std::str::FromStr;
 use std::time::Duration;
 
+use crate::tokenizer::Tokenizer;
 use anyhow::{Context, Result, bail};
 use indicatif::{ProgressBar, ProgressStyle};
 use runtime::family::WeightFacts;
@@ -163,6 +164,54 @@ impl ModelDir {
     }
 }
 
+impl ModelDir {
+    /// The tokens that end generation, as mlx-lm chooses them: generation_config.json's
+    /// `eos_token_id` (a number or a list) when it gives one, else the config's
+    /// (`config_eos`), plus the tokenizer's `eos_token`. A chat model's end-of-turn token
+    /// is often only in one of these.
+    pub fn stop_tokens(&self, config_eos: &[u32], tokenizer: &Tokenizer) -> Result<Vec<u32>> {
+        stop_tokens(&self.dir, config_eos, tokenizer)
+    }
+}
+
+/// [`ModelDir::stop_tokens`] of the folder `dir`.
+pub fn stop_tokens(dir: &Path, config_eos: &[u32], tokenizer: &Tokenizer) -> Result<Vec<u32>> {
+    let path = dir.join("generation_config.json");
+    let mut ids = config_eos.to_vec();
+    if path.is_file() {
+        let text = std::fs::read_to_string(&path).with_context(|| format!("{}", path.display()))?;
+        let v: serde_json::Value = serde_json::from_str(&text)
+            .with_context(|| format!("{}: not valid JSON", path.display()))?;
+        let bad = || {
+            anyhow::anyhow!(
+                "{}: `eos_token_id` must be a token id or a list of them",
+                path.display()
+            )
+        };
+        let id = |x: &serde_json::Value| {
+            x.as_u64()
+                .and_then(|t| u32::try_from(t).ok())
+                .ok_or_else(bad)
+        };
+        match v.get("eos_token_id") {
+            // mlx-lm skips falsy values (`if eos_token_id := ...`): null, 0, [].
+            None | Some(serde_json::Value::Null) => {}
+            Some(x) if x.as_u64() == Some(0) => {}
+            Some(serde_json::Value::Array(list)) if !list.is_empty() => {
+                ids = list.iter().map(id).collect::<Result<_>>()?;
+            }
+            Some(serde_json::Value::Array(_)) => {}
+            Some(x) => ids = vec![id(x)?],
+        }
+    }
+    if let Some(eos) = tokenizer.eos_token_id()
+        && !ids.contains(&eos)
+    {
+        ids.push(eos);
+    }
+    Ok(ids)
+}
+
 /// Every cache of `config` at `bits`, group 64 (`--kv BITS`).
 pub fn uniform_layout(config: &AnyConfig, bits: u32) -> Result<KvLayout> {
     if ![2, 4, 8].contains(&bits) {
@@ -178,4 +227,62 @@ pub fn uniform_layout(config: &AnyConfig, bits: u32) -> Result<KvLayout> {
 /// The implementation `choice` selects for `model`.
 pub fn select(model: Loaded, choice: &ImplChoice) -> Result<Box<dyn LanguageModel>> {
     Ok(registry()?.select(model, choice)?)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn tokenizer() -> Tokenizer {
+        let json = serde_json::to_string(&crate::synth::tokenizer_json(512).unwrap()).unwrap();
+        let config = crate::synth::tokenizer_config_json().to_string();
+        Tokenizer::from_parts(
+            "tokenizer.json",
+            json.as_bytes(),
+            Some(("tokenizer_config.json", &config)),
+            None,
+        )
+        .unwrap()
+    }
+
+    #[test]
+    fn stop_tokens_follow_mlx_lm_generation_config_then_the_tokenizer_eos() {
+        let dir = std::env::temp_dir().join(format!("mlx-aot-stop-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let t = tokenizer();
+        let eos = t
+            .eos_token_id()
+            .expect("the synthetic tokenizer names <eos>");
+        // No generation_config.json: the config's, plus the tokenizer's eos once.
+        let _ = std::fs::remove_file(dir.join("generation_config.json"));
+        assert_eq!(stop_tokens(&dir, &[7, eos], &t).unwrap(), vec![7, eos]);
+        // A list replaces the config's.
+        std::fs::write(
+            dir.join("generation_config.json"),
+            r#"{"eos_token_id": [106, 9]}"#,
+        )
+        .unwrap();
+        assert_eq!(stop_tokens(&dir, &[7], &t).unwrap(), vec![106, 9, eos]);
+        std::fs::write(dir.join("generation_config.json"), r#"{"eos_token_id": 5}"#).unwrap();
+        assert_eq!(stop_tokens(&dir, &[7], &t).unwrap(), vec![5, eos]);
+        // A bad value names the file and the key.
+        std::fs::write(
+            dir.join("generation_config.json"),
+            r#"{"eos_token_id": "x"}"#,
+        )
+        .unwrap();
+        let e = stop_tokens(&dir, &[7], &t).unwrap_err().to_string();
+        assert!(
+            e.contains("generation_config.json") && e.contains("eos_token_id"),
+            "{e}"
+        );
+        std::fs::write(dir.join("generation_config.json"), "{").unwrap();
+        assert!(
+            stop_tokens(&dir, &[7], &t)
+                .unwrap_err()
+                .to_string()
+                .contains("not valid JSON")
+        );
+        let _ = std::fs::remove_dir_all(&dir);
+    }
 }

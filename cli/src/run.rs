@@ -140,7 +140,7 @@ pub fn main(a: Args) -> Result<()> {
     let stop_tokens = if a.ignore_eos {
         Vec::new()
     } else {
-        loaded.eos_token_ids().to_vec()
+        dir.stop_tokens(loaded.eos_token_ids(), &tokenizer)?
     };
     let lm = model_dir::select(loaded.clone(), &a.implementation)?;
     let mut caches = loaded.as_ref().float_caches(1);

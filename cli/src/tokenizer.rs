@@ -117,6 +117,15 @@ impl Tokenizer {
         }
     }
 
+    /// The id of tokenizer_config.json's `eos_token`, when it names a token of the
+    /// vocabulary.
+    pub fn eos_token_id(&self) -> Option<u32> {
+        let eos = self.special("eos_token");
+        (!eos.is_empty())
+            .then(|| self.inner.token_to_id(&eos))
+            .flatten()
+    }
+
     /// The prompt `user` rendered through the chat template, as transformers'
     /// `apply_chat_template(messages, add_generation_prompt=True)` renders it.
     pub fn chat_prompt(&self, user: &str) -> Result<String> {
@@ -238,13 +247,21 @@ pub fn render_chat(
         .map_err(|e| anyhow!("rendering the chat template: {e}"))
 }
 
-/// Streaming text from a growing list of ids: each step decodes the whole list and
-/// yields what was not yet printed. Text ending in an incomplete UTF-8 sequence (U+FFFD)
-/// is held back until the next token completes it.
+/// Streaming text from a growing list of ids. Each step decodes a short window, the ids
+/// from the last emitted boundary on, and yields what it adds to the window's previous
+/// text: a token's text can depend on its neighbours (a leading space dropped at the
+/// start, bytes of one character split across tokens), so the window keeps the
+/// token before the new ones as context, and costs the same at token 10 as at token
+/// 10,000 (decoding the whole list every step would be quadratic in the reply). Text
+/// ending in an incomplete UTF-8 sequence (U+FFFD) is held back until the next token
+/// completes it.
 pub struct Detokenizer<'a> {
     tokenizer: &'a Tokenizer,
     ids: Vec<u32>,
-    printed: String,
+    /// Where the window starts: context for the ids after `read`.
+    prefix: usize,
+    /// Ids before this have been emitted.
+    read: usize,
 }
 
 impl<'a> Detokenizer<'a> {
@@ -253,43 +270,53 @@ impl<'a> Detokenizer<'a> {
         Detokenizer {
             tokenizer,
             ids: Vec::new(),
-            printed: String::new(),
+            prefix: 0,
+            read: 0,
         }
     }
 
     /// Adds `id`; returns the new text to print.
     pub fn push(&mut self, id: u32) -> Result<String> {
         self.ids.push(id);
-        let text = self.tokenizer.decode(&self.ids)?;
-        if text.ends_with('\u{FFFD}') {
+        let (before, now) = self.window()?;
+        if now.len() <= before.len() || now.ends_with('\u{FFFD}') {
             return Ok(String::new());
         }
-        Ok(self.advance(text))
+        let new = added(&before, &now);
+        self.prefix = self.read;
+        self.read = self.ids.len();
+        Ok(new)
     }
 
     /// Whatever is still held back (at the end of the stream).
     pub fn finish(&mut self) -> Result<String> {
-        let text = self.tokenizer.decode(&self.ids)?;
-        Ok(self.advance(text))
+        let (before, now) = self.window()?;
+        self.prefix = self.ids.len();
+        self.read = self.ids.len();
+        Ok(added(&before, &now))
     }
 
-    fn advance(&mut self, text: String) -> String {
-        let new = match text.strip_prefix(self.printed.as_str()) {
-            Some(rest) => rest.to_owned(),
-            // The decoder revised earlier text (rare): print from where they differ; what
-            // was printed cannot be taken back.
-            None => {
-                let common = self
-                    .printed
-                    .char_indices()
-                    .zip(text.chars())
-                    .find(|((_, a), b)| a != b)
-                    .map_or(self.printed.len().min(text.len()), |((i, _), _)| i);
-                text.get(common..).unwrap_or_default().to_owned()
-            }
-        };
-        self.printed = text;
-        new
+    /// The window's text without and with the ids not yet emitted.
+    fn window(&self) -> Result<(String, String)> {
+        let before = self.tokenizer.decode(&self.ids[self.prefix..self.read])?;
+        let now = self.tokenizer.decode(&self.ids[self.prefix..])?;
+        Ok((before, now))
+    }
+}
+
+/// What `now` adds to `before`: its rest when it extends it, else (a decoder that revised
+/// earlier text, rare) from where they differ; what was printed cannot be taken back.
+fn added(before: &str, now: &str) -> String {
+    match now.strip_prefix(before) {
+        Some(rest) => rest.to_owned(),
+        None => {
+            let common = before
+                .char_indices()
+                .zip(now.chars())
+                .find(|((_, a), b)| a != b)
+                .map_or(before.len().min(now.len()), |((i, _), _)| i);
+            now.get(common..).unwrap_or_default().to_owned()
+        }
     }
 }
 
@@ -350,6 +377,24 @@ mod tests {
         // Without special tokens the template is not applied; the tokenizer still works,
         // and a caught panic left nothing behind.
         assert!(!t.encode("hello", false).unwrap().is_empty());
+    }
+
+    #[test]
+    fn streamed_text_is_the_whole_decode() {
+        // Byte-level BPE splits the emoji and accents over tokens; word-level joins
+        // words with spaces the window must not lose.
+        for name in ["bpe-bytelevel", "wordlevel+config"] {
+            let t = fuzz_input("corpus/tokenizer", name).unwrap();
+            let text = "Hello  world, ünïcödé 🙂 t7 t8 t9 again and again";
+            let ids = t.encode(text, false).unwrap();
+            let mut d = Detokenizer::new(&t);
+            let mut streamed = String::new();
+            for &id in &ids {
+                streamed.push_str(&d.push(id).unwrap());
+            }
+            streamed.push_str(&d.finish().unwrap());
+            assert_eq!(streamed, t.decode(&ids).unwrap(), "{name}");
+        }
     }
 
     #[test]

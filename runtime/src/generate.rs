@@ -190,33 +190,12 @@ pub fn generate(
         // Refused before any work rather than after the prefill.
         Submitter::check_thread()?;
     }
-    if let Some(usable) = opts.memory_limit {
-        let context = prompt.len() + opts.max_tokens;
-        model
-            .loaded()
-            .memory_model(opts.prefill_chunk)
-            .admit(context as u64, 1, usable)?;
-    }
-    let chunk = opts.prefill_chunk.max(1);
+    admit(model, prompt, opts)?;
     let fast_before = model.fast_path_calls();
     mlx_rs::memory::reset_peak_memory()?;
     let start = Instant::now();
-
-    // Prefill as mlx-lm's generate_step does it: every prompt token but the last only
-    // fills the caches, in chunks (their logits are never evaluated, so no head runs over
-    // them); the last token is a single-token step, whose logits give the first token.
-    let (filled, last_token) = prompt.split_at(prompt.len() - 1);
-    let prefill_forwards = filled.len().div_ceil(chunk) + 1;
-    for part in filled.chunks(chunk) {
-        kv_policy::apply(caches, &opts.kv_layout)?;
-        model.forward(&row(part), caches)?;
-        let arrays: Vec<&Array> = caches.iter().flat_map(AnyCache::arrays).collect();
-        mlx_rs::transforms::eval(arrays)?;
-    }
-    kv_policy::apply(caches, &opts.kv_layout)?;
-    let logits = model.forward(&row(last_token), caches)?;
-    let next = opts.sampler.sample(&last(&logits)?, 0)?;
-    next.eval()?;
+    let prefill_forwards = (prompt.len() - 1).div_ceil(opts.prefill_chunk.max(1)) + 1;
+    let next = prefill(model, caches, prompt, opts)?;
     let prefill = start.elapsed();
 
     let mut out = Vec::new();
@@ -253,6 +232,48 @@ pub fn generate(
         stop,
     };
     Ok((out, stats))
+}
+
+/// Refuses `prompt` plus `opts.max_tokens` beyond the memory plan when `opts` gives the
+/// usable bytes.
+pub(crate) fn admit(
+    model: &dyn LanguageModel,
+    prompt: &[u32],
+    opts: &GenerateOptions,
+) -> Result<()> {
+    if let Some(usable) = opts.memory_limit {
+        let context = prompt.len() + opts.max_tokens;
+        model
+            .loaded()
+            .memory_model(opts.prefill_chunk)
+            .admit(context as u64, 1, usable)?;
+    }
+    Ok(())
+}
+
+/// Prefills a non-empty `prompt` (batch 1) as mlx-lm's generate_step does: every prompt
+/// token but the last only fills the caches, in chunks (their logits are never
+/// evaluated, so no head runs over them); the last token is a single-token step, whose
+/// logits give the first token (sampled at step 0, evaluated).
+pub(crate) fn prefill(
+    model: &dyn LanguageModel,
+    caches: &mut [AnyCache],
+    prompt: &[u32],
+    opts: &GenerateOptions,
+) -> Result<Array> {
+    let chunk = opts.prefill_chunk.max(1);
+    let (filled, last_token) = prompt.split_at(prompt.len() - 1);
+    for part in filled.chunks(chunk) {
+        kv_policy::apply(caches, &opts.kv_layout)?;
+        model.forward(&row(part), caches)?;
+        let arrays: Vec<&Array> = caches.iter().flat_map(AnyCache::arrays).collect();
+        mlx_rs::transforms::eval(arrays)?;
+    }
+    kv_policy::apply(caches, &opts.kv_layout)?;
+    let logits = model.forward(&row(last_token), caches)?;
+    let next = opts.sampler.sample(&last(&logits)?, 0)?;
+    next.eval()?;
+    Ok(next)
 }
 
 /// The decode loop after the prefill: `first` is the evaluated first token; tokens go to

@@ -9,7 +9,7 @@ use mlx_rs::ops::indexing::TryIndexOp;
 
 use crate::cache::AnyCache;
 use crate::error::{Error, Result};
-use crate::generate::{GenerateOptions, StopReason, check_tokens, read_token};
+use crate::generate::{GenerateOptions, StopReason, admit, check_tokens, prefill, read_token};
 use crate::kv_policy;
 use crate::model::LanguageModel;
 
@@ -55,26 +55,9 @@ impl Sequence {
             return Err(Error::Request("max_tokens must be at least 1".into()));
         }
         check_tokens(prompt, model.loaded().vocab_size())?;
-        if let Some(usable) = opts.memory_limit {
-            let context = prompt.len() + opts.max_tokens;
-            model
-                .loaded()
-                .memory_model(opts.prefill_chunk)
-                .admit(context as u64, 1, usable)?;
-        }
+        admit(model, prompt, opts)?;
         let mut caches = model.loaded().float_caches(1);
-        let chunk = opts.prefill_chunk.max(1);
-        let (filled, last_token) = prompt.split_at(prompt.len() - 1);
-        for part in filled.chunks(chunk) {
-            kv_policy::apply(&mut caches, &opts.kv_layout)?;
-            model.forward(&row(part), &mut caches)?;
-            let arrays: Vec<&Array> = caches.iter().flat_map(AnyCache::arrays).collect();
-            mlx_rs::transforms::eval(arrays)?;
-        }
-        kv_policy::apply(&mut caches, &opts.kv_layout)?;
-        let logits = model.forward(&row(last_token), &mut caches)?;
-        let current = opts.sampler.sample(&logits.try_index((.., -1, ..))?, 0)?;
-        current.eval()?;
+        let current = prefill(model, &mut caches, prompt, opts)?;
         Ok(Sequence {
             caches,
             opts: opts.clone(),
@@ -151,9 +134,4 @@ impl Sequence {
             .sampler
             .sample(&logits.try_index((.., -1, ..))?, self.steps)
     }
-}
-
-fn row(tokens: &[u32]) -> Array {
-    let ids: Vec<i32> = tokens.iter().map(|&t| t as i32).collect();
-    Array::from_slice(&ids, &[1, ids.len() as i32])
 }

@@ -192,7 +192,11 @@ fn load(setup: &Setup) -> Result<(Model, Info)> {
         );
     }
     let loaded = dir.load(resolved, setup.exec)?;
-    let eos = loaded.eos_token_ids().to_vec();
+    // As `mlx-aot run` stops (mlx-lm's rule: generation_config.json, the tokenizer's eos).
+    let eos = dir.stop_tokens(
+        loaded.eos_token_ids(),
+        &crate::tokenizer::Tokenizer::open(&dir.dir)?,
+    )?;
     let vocab = loaded.vocab_size();
     let lm = model_dir::select(loaded, &setup.implementation)?;
     let fingerprint = Fingerprint::of(lm.plan()).short();
@@ -271,33 +275,12 @@ fn run(model: Model, setup: &Setup, jobs: &Receiver<Job>, control: &Control) {
     loop {
         // Join: waiting requests take free places (blocking only when nothing runs).
         while running.len() < setup.max_batch {
-            let job = if running.is_empty() {
-                match jobs.recv_timeout(Duration::from_millis(50)) {
-                    Ok(job) => job,
-                    Err(RecvTimeoutError::Timeout) => {
-                        if control.stop.load(Ordering::SeqCst) {
-                            return;
-                        }
-                        continue;
-                    }
-                    Err(RecvTimeoutError::Disconnected) => return,
-                }
-            } else {
-                match jobs.try_recv() {
-                    Ok(job) => job,
-                    Err(_) => break,
-                }
+            let job = match take_job(jobs, running.is_empty(), control) {
+                Ok(Some(job)) => job,
+                Ok(None) if running.is_empty() => continue,
+                Ok(None) => break,
+                Err(()) => return,
             };
-            if control.cancel_all.load(Ordering::SeqCst) {
-                let _ = job.events.send(Event::Failed {
-                    client: false,
-                    message: SHUTTING_DOWN.into(),
-                });
-                continue;
-            }
-            if job.events.is_closed() {
-                continue;
-            }
             let started = Instant::now();
             let opts = model.options(job.max_tokens, job.sampler, setup.prefill_chunk);
             match Sequence::prefill(lm, &job.prompt, &opts) {
@@ -411,6 +394,28 @@ fn next_job(
     }
 }
 
+/// The next job to start ([`next_job`]): during a shutdown waiting jobs are refused,
+/// and jobs whose client left are skipped.
+fn take_job(
+    jobs: &Receiver<Job>,
+    idle: bool,
+    control: &Control,
+) -> std::result::Result<Option<Job>, ()> {
+    while let Some(job) = next_job(jobs, idle, control)? {
+        if control.cancel_all.load(Ordering::SeqCst) {
+            let _ = job.events.send(Event::Failed {
+                client: false,
+                message: SHUTTING_DOWN.into(),
+            });
+            continue;
+        }
+        if !job.events.is_closed() {
+            return Ok(Some(job));
+        }
+    }
+    Ok(None)
+}
+
 /// As [`run`], with the running requests as the rows of one batch
 /// ([`runtime::batch::Batch`]): one forward per step for all of them.
 fn run_batched(model: Model, setup: &Setup, jobs: &Receiver<Job>, control: &Control) {
@@ -420,22 +425,12 @@ fn run_batched(model: Model, setup: &Setup, jobs: &Receiver<Job>, control: &Cont
     let mut events: Vec<UnboundedSender<Event>> = Vec::new();
     loop {
         while batch.len() < setup.max_batch {
-            let job = match next_job(jobs, batch.is_empty(), control) {
+            let job = match take_job(jobs, batch.is_empty(), control) {
                 Ok(Some(job)) => job,
                 Ok(None) if batch.is_empty() => continue,
                 Ok(None) => break,
                 Err(()) => return,
             };
-            if control.cancel_all.load(Ordering::SeqCst) {
-                let _ = job.events.send(Event::Failed {
-                    client: false,
-                    message: SHUTTING_DOWN.into(),
-                });
-                continue;
-            }
-            if job.events.is_closed() {
-                continue;
-            }
             let opts = model.options(job.max_tokens, job.sampler, setup.prefill_chunk);
             match batch.join(lm, &job.prompt, &opts) {
                 Ok(()) => {

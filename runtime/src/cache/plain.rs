@@ -107,10 +107,7 @@ impl KvCache {
 
     /// The RoPE position of each row's next token.
     pub fn rope_offset(&self) -> RopeOffset {
-        match &self.padding {
-            Some(p) => p.rope_offset(self.offset),
-            None => RopeOffset::Uniform(self.offset as i32),
-        }
+        ragged::rope_offset(self.offset, self.padding.as_ref())
     }
 
     pub(super) fn part(&self) -> Result<Part> {

@@ -56,6 +56,14 @@ impl LeftPadding {
     }
 }
 
+/// The RoPE position of each row's next token after `offset` slots.
+pub fn rope_offset(offset: usize, padding: Option<&LeftPadding>) -> RopeOffset {
+    match padding {
+        Some(p) => p.rope_offset(offset),
+        None => RopeOffset::Uniform(offset as i32),
+    }
+}
+
 /// One part of a merge: a cache's K/V buffers (`[B, H, capacity, cols]`, the first
 /// `offset` slots written), its rows' padding, its batch.
 pub(super) struct Part {

@@ -201,53 +201,24 @@ impl Rope {
     /// different numbers of tokens). A row's bytes are those of the uniform call at its
     /// own offset.
     pub fn apply_at(&self, x: &Array, offset: &RopeOffset) -> Result<Array> {
-        match offset {
-            RopeOffset::Uniform(o) => self.apply(x, *o),
-            RopeOffset::Rows(o) => self.apply_rows(x, o),
-        }
-    }
-
-    fn apply_rows(&self, x: &Array, offset: &Array) -> Result<Array> {
-        use mlx_rs::fast::rope_dynamic;
+        // MLX's rope with an int offset or with an array of them, same arguments else.
+        let rotate =
+            |x: &Array, dims: i32, base: Option<f32>, scale: f32, freqs: Option<&Array>| {
+                match offset {
+                    RopeOffset::Uniform(o) => {
+                        mlx_rs::fast::rope(x, dims, false, base, scale, *o, freqs)
+                    }
+                    RopeOffset::Rows(o) => {
+                        mlx_rs::fast::rope_dynamic(x, dims, false, base, scale, o, freqs)
+                    }
+                }
+            };
         Ok(match self {
-            Rope::Default { dims, base } => {
-                rope_dynamic(x, *dims, false, *base, 1.0, offset, None)?
-            }
+            Rope::Default { dims, base } => rotate(x, *dims, Some(*base), 1.0, None)?,
             Rope::Proportional { dims, freqs } | Rope::Llama3 { dims, freqs } => {
-                rope_dynamic(x, *dims, false, None, 1.0, offset, freqs)?
+                rotate(x, *dims, None, 1.0, Some(freqs))?
             }
-            Rope::Linear { dims, base, scale } => {
-                rope_dynamic(x, *dims, false, *base, *scale, offset, None)?
-            }
-            Rope::LongRope {
-                dims,
-                freqs,
-                mscale,
-            } => {
-                let scaled;
-                let x = if *mscale == 1.0 {
-                    x
-                } else {
-                    scaled = super::scalar::mul(x, *mscale)?;
-                    &scaled
-                };
-                rope_dynamic(x, *dims, false, None, 1.0, offset, freqs)?
-            }
-        })
-    }
-
-    /// Rotates `x` (`[B, heads, L, D]`) for positions starting at `offset`.
-    pub fn apply(&self, x: &Array, offset: i32) -> Result<Array> {
-        Ok(match self {
-            Rope::Default { dims, base } => {
-                mlx_rs::fast::rope(x, *dims, false, *base, 1.0, offset, None)?
-            }
-            Rope::Proportional { dims, freqs } | Rope::Llama3 { dims, freqs } => {
-                mlx_rs::fast::rope(x, *dims, false, None, 1.0, offset, freqs)?
-            }
-            Rope::Linear { dims, base, scale } => {
-                mlx_rs::fast::rope(x, *dims, false, *base, *scale, offset, None)?
-            }
+            Rope::Linear { dims, base, scale } => rotate(x, *dims, Some(*base), *scale, None)?,
             Rope::LongRope {
                 dims,
                 freqs,
@@ -261,9 +232,14 @@ impl Rope {
                     scaled = super::scalar::mul(x, *mscale)?;
                     &scaled
                 };
-                mlx_rs::fast::rope(x, *dims, false, None, 1.0, offset, freqs)?
+                rotate(x, *dims, None, 1.0, Some(freqs))?
             }
         })
+    }
+
+    /// Rotates `x` (`[B, heads, L, D]`) for positions starting at `offset`.
+    pub fn apply(&self, x: &Array, offset: i32) -> Result<Array> {
+        self.apply_at(x, &RopeOffset::Uniform(offset))
     }
 }
 
