@@ -42,12 +42,36 @@ pub struct Setup {
     pub exec: ExecOptions,
     /// Most requests decoding at once.
     pub max_batch: usize,
+    /// Whether running requests may share one forward (when every cache grows).
+    pub batching: Batching,
     /// Most requests waiting for a place.
     pub queue: usize,
     /// Prompt tokens per prefill forward.
     pub prefill_chunk: usize,
     /// Run the warm-up before accepting requests.
     pub warm_up: bool,
+}
+
+/// `--batching`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum Batching {
+    /// On, except on CUDA: there MLX 0.32.2's quantized matmul for several rows failed
+    /// (BENCHMARKS.md, 2026-12-03), so each request runs its own forward.
+    Auto,
+    /// One forward for all running requests where every cache grows.
+    On,
+    /// Each request its own forward.
+    Off,
+}
+
+impl Batching {
+    fn enabled(self) -> bool {
+        match self {
+            Batching::Auto => !runtime::backend::cuda_default(),
+            Batching::On => true,
+            Batching::Off => false,
+        }
+    }
 }
 
 /// What the loaded model tells the HTTP side.
@@ -227,7 +251,7 @@ fn load(setup: &Setup) -> Result<(Model, Info)> {
         fingerprint,
         implementation: model.lm.implementation().to_owned(),
         warm_up,
-        batched: model.batchable && setup.max_batch > 1,
+        batched: model.batchable && setup.max_batch > 1 && setup.batching.enabled(),
     };
     Ok((model, info))
 }
@@ -267,7 +291,7 @@ fn failed(e: &RuntimeError) -> Event {
 const SHUTTING_DOWN: &str = "the server is shutting down";
 
 fn run(model: Model, setup: &Setup, jobs: &Receiver<Job>, control: &Control) {
-    if model.batchable && setup.max_batch > 1 {
+    if model.batchable && setup.max_batch > 1 && setup.batching.enabled() {
         return run_batched(model, setup, jobs, control);
     }
     let lm = model.lm.as_ref();

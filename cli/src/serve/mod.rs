@@ -22,7 +22,7 @@ use runtime::registry::ImplChoice;
 
 use crate::model_dir::{self, KvChoice};
 use crate::tokenizer::Tokenizer;
-use engine::{Control, Engine, Setup};
+use engine::{Batching, Control, Engine, Setup};
 use http::AppState;
 
 /// `mlx-aot serve`.
@@ -41,6 +41,10 @@ pub struct Args {
     /// Most requests decoding at once; more wait in the queue.
     #[arg(long, default_value_t = 8, value_name = "N")]
     max_batch: usize,
+    /// Whether running requests share one forward (models whose caches all grow): auto
+    /// is on except on CUDA, where MLX 0.32.2's several-row quantized matmul failed.
+    #[arg(long, value_enum, default_value_t = Batching::Auto)]
+    batching: Batching,
     /// Most requests waiting for a place; past it requests get 429 with Retry-After.
     #[arg(long, default_value_t = 64, value_name = "N")]
     queue: usize,
@@ -113,6 +117,7 @@ pub fn main(a: Args) -> Result<()> {
         implementation: a.implementation.clone(),
         exec,
         max_batch: a.max_batch,
+        batching: a.batching,
         queue: a.queue,
         prefill_chunk: a.prefill_chunk,
         warm_up: !a.no_warm_up,
