@@ -230,6 +230,7 @@ fn unsupported(o: &Map<String, Value>, endpoint: Endpoint) -> Result<(), ApiErro
         None | Some(Value::Null) | Some(Value::Bool(false)) => false,
         Some(Value::Number(n)) => n.as_f64() != Some(0.0),
         Some(Value::Array(a)) => !a.is_empty(),
+        Some(Value::Object(m)) => !m.is_empty(),
         Some(_) => true,
     };
     let mut keys = vec![
@@ -238,6 +239,7 @@ fn unsupported(o: &Map<String, Value>, endpoint: Endpoint) -> Result<(), ApiErro
         "frequency_penalty",
         "presence_penalty",
         "tools",
+        "logit_bias",
     ];
     if endpoint == Endpoint::Completion {
         keys.extend(["echo", "suffix"]);
@@ -246,6 +248,18 @@ fn unsupported(o: &Map<String, Value>, endpoint: Endpoint) -> Result<(), ApiErro
         return Err(ApiError::invalid(
             key,
             format!("`{key}` is not supported by this server"),
+        ));
+    }
+    // Plain text is all this server writes.
+    if let Some(f) = o.get("response_format").filter(|f| !f.is_null())
+        && f.get("type").and_then(Value::as_str) != Some("text")
+    {
+        return Err(ApiError::invalid(
+            "response_format",
+            format!(
+                "`response_format` {} is not supported by this server (text only)",
+                shown(f)
+            ),
         ));
     }
     if let Some(b) = o.get("best_of").and_then(Value::as_i64)
@@ -506,7 +520,7 @@ mod tests {
                 {"role":"assistant","content":null},{"role":"user","content":"x"}],
                 "max_tokens":5,"max_completion_tokens":7,"temperature":0.5,"top_p":0.9,"top_k":-1,
                 "seed":-3,"stop":["x","yy"],"stream":true,"stream_options":{"include_usage":true},"n":1,
-                "logprobs":false,"frequency_penalty":0}"#,
+                "logprobs":false,"frequency_penalty":0,"logit_bias":{},"response_format":{"type":"text"}}"#,
         )
         .unwrap();
         let Prompt::Chat(m) = &r.prompt else { panic!() };
@@ -534,6 +548,11 @@ mod tests {
             (format!("{{{m},\"stop\":\"\"}}"), "stop"),
             (format!("{{{m},\"stream\":\"yes\"}}"), "stream"),
             (format!("{{{m},\"logprobs\":true}}"), "logprobs"),
+            (format!("{{{m},\"logit_bias\":{{\"5\":10}}}}"), "logit_bias"),
+            (
+                format!("{{{m},\"response_format\":{{\"type\":\"json_object\"}}}}"),
+                "response_format",
+            ),
             (format!("{{{m},\"model\":7}}"), "model"),
             (
                 format!("{{{m},\"stream_options\":{{\"include_usage\":1}}}}"),
