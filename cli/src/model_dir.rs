@@ -131,6 +131,14 @@ impl ModelDir {
         Ok(Resolved::open(&self.dir, layout)?)
     }
 
+    /// The tokens that end generation, as mlx-lm chooses them: generation_config.json's
+    /// `eos_token_id` (a number or a list) when it gives one, else the config's
+    /// (`config_eos`), plus the tokenizer's `eos_token`. A chat model's end-of-turn token
+    /// is often only in one of these.
+    pub fn stop_tokens(&self, config_eos: &[u32], tokenizer: &Tokenizer) -> Result<Vec<u32>> {
+        stop_tokens(&self.dir, config_eos, tokenizer)
+    }
+
     /// Loads the weights of `resolved` (this folder, planned), with a progress bar on
     /// stderr when it is a terminal.
     pub fn load(&self, resolved: Resolved, options: ExecOptions) -> Result<Loaded> {
@@ -161,16 +169,6 @@ impl ModelDir {
             started.elapsed().as_secs_f64()
         );
         Ok(model)
-    }
-}
-
-impl ModelDir {
-    /// The tokens that end generation, as mlx-lm chooses them: generation_config.json's
-    /// `eos_token_id` (a number or a list) when it gives one, else the config's
-    /// (`config_eos`), plus the tokenizer's `eos_token`. A chat model's end-of-turn token
-    /// is often only in one of these.
-    pub fn stop_tokens(&self, config_eos: &[u32], tokenizer: &Tokenizer) -> Result<Vec<u32>> {
-        stop_tokens(&self.dir, config_eos, tokenizer)
     }
 }
 

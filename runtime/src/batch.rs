@@ -151,16 +151,7 @@ impl Batch {
         let mut ended = Vec::new();
         for (i, row) in self.rows.iter_mut().enumerate() {
             let token = crate::generate::read_token(&row.current)?;
-            let advance = if row.stop_tokens.contains(&token) {
-                Advance::Stopped
-            } else {
-                row.generated += 1;
-                if row.generated >= row.max_tokens {
-                    Advance::Last(token)
-                } else {
-                    Advance::Token(token)
-                }
-            };
+            let advance = Advance::of(token, &row.stop_tokens, &mut row.generated, row.max_tokens);
             match (advance, row.next.take()) {
                 (Advance::Token(_), Some(next)) => row.current = next,
                 (Advance::Token(_), None) => {

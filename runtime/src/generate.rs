@@ -115,6 +115,15 @@ impl GenerationStats {
     }
 }
 
+/// Refuses an empty prompt or one with ids outside the model's vocabulary: what every
+/// way into a prefill checks first.
+pub(crate) fn check_prompt(model: &dyn LanguageModel, prompt: &[u32]) -> Result<()> {
+    if prompt.is_empty() {
+        return Err(Error::Request("the prompt is empty".into()));
+    }
+    check_tokens(prompt, model.loaded().vocab_size())
+}
+
 /// Checks token ids against the vocabulary.
 pub fn check_tokens(tokens: &[u32], vocab: usize) -> Result<()> {
     if let Some((i, t)) = tokens
@@ -135,7 +144,7 @@ fn row(tokens: &[u32]) -> Array {
 }
 
 /// The last position's logits `[B, vocab]`.
-fn last(logits: &Array) -> Result<Array> {
+pub(crate) fn last(logits: &Array) -> Result<Array> {
     Ok(logits.try_index((.., -1, ..))?)
 }
 
@@ -149,10 +158,7 @@ pub fn warm_up(
     prompt: &[u32],
     opts: &GenerateOptions,
 ) -> Result<Duration> {
-    if prompt.is_empty() {
-        return Err(Error::Request("the prompt is empty".into()));
-    }
-    check_tokens(prompt, model.loaded().vocab_size())?;
+    check_prompt(model, prompt)?;
     let start = Instant::now();
     let mut caches = model.loaded().float_caches(1);
     let filled = &prompt[..prompt.len() - 1];
@@ -182,10 +188,7 @@ pub fn generate(
     opts: &GenerateOptions,
     on_token: impl FnMut(u32) -> Flow,
 ) -> Result<(Vec<u32>, GenerationStats)> {
-    if prompt.is_empty() {
-        return Err(Error::Request("the prompt is empty".into()));
-    }
-    check_tokens(prompt, model.loaded().vocab_size())?;
+    check_prompt(model, prompt)?;
     if opts.pipeline == Pipeline::Threaded {
         // Refused before any work rather than after the prefill.
         Submitter::check_thread()?;

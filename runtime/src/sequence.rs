@@ -5,11 +5,12 @@
 //! [`crate::generate::generate`] of its prompt alone would, so its tokens are the same.
 
 use mlx_rs::Array;
-use mlx_rs::ops::indexing::TryIndexOp;
 
 use crate::cache::AnyCache;
 use crate::error::{Error, Result};
-use crate::generate::{GenerateOptions, StopReason, admit, check_tokens, prefill, read_token};
+use crate::generate::{
+    GenerateOptions, StopReason, admit, check_prompt, last, prefill, read_token,
+};
 use crate::kv_policy;
 use crate::model::LanguageModel;
 
@@ -22,6 +23,27 @@ pub enum Advance {
     Last(u32),
     /// A stop token: nothing is emitted and the sequence has ended.
     Stopped,
+}
+
+impl Advance {
+    /// What reading `token` means for a request that has emitted `generated` tokens of
+    /// at most `max_tokens` and ends at `stop_tokens`; counts it when it is emitted.
+    pub(crate) fn of(
+        token: u32,
+        stop_tokens: &[u32],
+        generated: &mut usize,
+        max_tokens: usize,
+    ) -> Advance {
+        if stop_tokens.contains(&token) {
+            return Advance::Stopped;
+        }
+        *generated += 1;
+        if *generated >= max_tokens {
+            Advance::Last(token)
+        } else {
+            Advance::Token(token)
+        }
+    }
 }
 
 /// A request being generated: its caches and where its decode stands.
@@ -48,13 +70,10 @@ impl Sequence {
         prompt: &[u32],
         opts: &GenerateOptions,
     ) -> Result<Self> {
-        if prompt.is_empty() {
-            return Err(Error::Request("the prompt is empty".into()));
-        }
+        check_prompt(model, prompt)?;
         if opts.max_tokens == 0 {
             return Err(Error::Request("max_tokens must be at least 1".into()));
         }
-        check_tokens(prompt, model.loaded().vocab_size())?;
         admit(model, prompt, opts)?;
         let mut caches = model.loaded().float_caches(1);
         let current = prefill(model, &mut caches, prompt, opts)?;
@@ -90,14 +109,22 @@ impl Sequence {
             return Err(Error::Request("the sequence has ended".into()));
         }
         let token = read_token(&self.current)?;
-        if self.opts.stop_tokens.contains(&token) {
-            self.finished = Some(StopReason::StopToken);
-            return Ok(Advance::Stopped);
-        }
-        self.generated += 1;
-        if self.generated >= self.opts.max_tokens {
-            self.finished = Some(StopReason::MaxTokens);
-            return Ok(Advance::Last(token));
+        let advance = Advance::of(
+            token,
+            &self.opts.stop_tokens,
+            &mut self.generated,
+            self.opts.max_tokens,
+        );
+        match advance {
+            Advance::Stopped => {
+                self.finished = Some(StopReason::StopToken);
+                return Ok(advance);
+            }
+            Advance::Last(_) => {
+                self.finished = Some(StopReason::MaxTokens);
+                return Ok(advance);
+            }
+            Advance::Token(_) => {}
         }
         self.current = match self.next.take() {
             Some(n) => n,
@@ -107,7 +134,7 @@ impl Sequence {
                 n
             }
         };
-        Ok(Advance::Token(token))
+        Ok(advance)
     }
 
     /// The caches and the current token (`[1]` uint32), for a scheduler that takes the
@@ -130,8 +157,6 @@ impl Sequence {
         kv_policy::apply(&mut self.caches, &self.opts.kv_layout)?;
         let logits = model.forward(&self.current.reshape(&[1, 1])?, &mut self.caches)?;
         self.steps += 1;
-        self.opts
-            .sampler
-            .sample(&logits.try_index((.., -1, ..))?, self.steps)
+        self.opts.sampler.sample(&last(&logits)?, self.steps)
     }
 }

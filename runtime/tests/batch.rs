@@ -53,9 +53,8 @@ fn prompt(seed: u32, n: usize) -> Vec<u32> {
         .collect()
 }
 
-fn alone(model: &Loaded, layout: &KvLayout, p: &[u32], opts: &GenerateOptions) -> Vec<u32> {
+fn alone(model: &Loaded, p: &[u32], opts: &GenerateOptions) -> Vec<u32> {
     let m = model.monolith();
-    let _ = layout;
     let mut caches = model.as_ref().float_caches(1);
     generate::generate(m.as_ref(), &mut caches, p, opts, |_| Flow::Continue)
         .unwrap()
@@ -68,7 +67,7 @@ fn a_batch_of_one_decodes_what_a_request_alone_does() {
     let m = model.monolith();
     let opts = options(&layout, 12, Sampler::new(0.8, 0.9, 20, 9).unwrap());
     let p = prompt(1, 11);
-    let want = alone(&model, &layout, &p, &opts);
+    let want = alone(&model, &p, &opts);
     let mut batch = Batch::new(layout.clone());
     batch.join(m.as_ref(), &p, &opts).unwrap();
     let mut got = Vec::new();
@@ -107,7 +106,7 @@ fn rows_that_join_and_leave_each_get_their_stream() {
         .map(|(i, &(len, _, _))| prompt(i as u32 + 2, len))
         .collect();
     let solo: Vec<Vec<u32>> = (0..plan.len())
-        .map(|i| alone(&model, &layout, &prompts[i], &opts[i]))
+        .map(|i| alone(&model, &prompts[i], &opts[i]))
         .collect();
     let mut batch = Batch::new(layout.clone());
     let mut order: Vec<usize> = Vec::new();

@@ -46,35 +46,42 @@ fn mlx_aot(args: &[String]) -> Result<bool> {
     Ok(status.success())
 }
 
-/// Synthesizes (once) and measures.
-pub fn run(a: &Args) -> Result<ExitCode> {
-    let shape = if a.twin { "twin" } else { "full" };
-    let quant = if a.bits == 16 {
+/// `target/bench-models/<preset>-<twin|full>-<q<bits>|bf16>`, synthesized there the
+/// first time (release `mlx-aot synth`; `bits` 16 for bf16 weights).
+pub fn synthesized(preset: &str, twin: bool, bits: u32) -> Result<PathBuf> {
+    let shape = if twin { "twin" } else { "full" };
+    let quant = if bits == 16 {
         "bf16".to_owned()
     } else {
-        format!("q{}", a.bits)
+        format!("q{bits}")
     };
     let dir = crate::generate::repo_root()
         .join("target/bench-models")
-        .join(format!("{}-{shape}-{quant}", a.preset));
+        .join(format!("{preset}-{shape}-{quant}"));
     if !dir.join("model.safetensors").is_file() {
         let mut synth = vec![
             "synth".into(),
             "--preset".into(),
-            a.preset.clone(),
+            preset.to_owned(),
             "--out".into(),
             dir.display().to_string(),
         ];
-        if a.twin {
+        if twin {
             synth.push("--twin".into());
         }
-        if a.bits != 16 {
-            synth.extend(["--bits".into(), a.bits.to_string()]);
+        if bits != 16 {
+            synth.extend(["--bits".into(), bits.to_string()]);
         }
         if !mlx_aot(&synth)? {
-            bail!("synthesizing {} failed", a.preset);
+            bail!("synthesizing {preset} failed");
         }
     }
+    Ok(dir)
+}
+
+/// Synthesizes (once) and measures.
+pub fn run(a: &Args) -> Result<ExitCode> {
+    let dir = synthesized(&a.preset, a.twin, a.bits)?;
     let mut bench = vec![
         "bench".into(),
         "--model".into(),

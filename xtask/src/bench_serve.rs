@@ -56,28 +56,7 @@ fn release_binary() -> Result<PathBuf> {
 pub fn run(a: &Args) -> Result<ExitCode> {
     let bin = release_binary()?;
     let root = crate::generate::repo_root();
-    let shape = if a.twin { "twin" } else { "full" };
-    let dir = root
-        .join("target/bench-models")
-        .join(format!("{}-{shape}-q{}", a.preset, a.bits));
-    if !dir.join("model.safetensors").is_file() {
-        let mut synth = Command::new(&bin);
-        synth.args([
-            "synth",
-            "--preset",
-            &a.preset,
-            "--bits",
-            &a.bits.to_string(),
-            "--out",
-        ]);
-        synth.arg(&dir);
-        if a.twin {
-            synth.arg("--twin");
-        }
-        if !synth.status().context("synthesizing")?.success() {
-            bail!("synthesizing {} failed", a.preset);
-        }
-    }
+    let dir = crate::bench::synthesized(&a.preset, a.twin, a.bits)?;
     let mut server = Command::new(&bin)
         .args([
             "serve",
@@ -124,7 +103,12 @@ pub fn run(a: &Args) -> Result<ExitCode> {
         .args(["--max-tokens", &a.max_tokens.to_string()])
         .args([
             "--label",
-            &format!("mlx-aot serve {} {shape} q{}", a.preset, a.bits),
+            &format!(
+                "mlx-aot serve {} {} q{}",
+                a.preset,
+                if a.twin { "twin" } else { "full" },
+                a.bits
+            ),
         ]);
     if let Some(j) = &a.json {
         load.arg("--json").arg(j);

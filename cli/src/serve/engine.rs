@@ -28,12 +28,14 @@ use runtime::sequence::{Advance, Sequence};
 use tokio::sync::mpsc::UnboundedSender;
 
 use crate::model_dir::{self, KvChoice, ModelDir};
+use crate::tokenizer::Tokenizer;
 
 /// What the engine needs to start.
-#[derive(Debug, Clone)]
 pub struct Setup {
     /// The model folder.
     pub dir: PathBuf,
+    /// Its tokenizer (for the tokens that end generation).
+    pub tokenizer: Arc<Tokenizer>,
     /// KV caches.
     pub kv: Option<KvChoice>,
     /// Implementation choice.
@@ -195,9 +197,9 @@ struct Model {
     lm: Box<dyn LanguageModel>,
     layout: KvLayout,
     eos: Vec<u32>,
-    usable: u64,
-    /// Every cache grows: rows of different lengths can share one batch.
-    batchable: bool,
+    /// Running requests share one forward: every cache grows (rows of different
+    /// lengths can share a batch), more than one may run, and batching is on.
+    batched: bool,
 }
 
 fn load(setup: &Setup) -> Result<(Model, Info)> {
@@ -217,26 +219,20 @@ fn load(setup: &Setup) -> Result<(Model, Info)> {
     }
     let loaded = dir.load(resolved, setup.exec)?;
     // As `mlx-aot run` stops (mlx-lm's rule: generation_config.json, the tokenizer's eos).
-    let eos = dir.stop_tokens(
-        loaded.eos_token_ids(),
-        &crate::tokenizer::Tokenizer::open(&dir.dir)?,
-    )?;
+    let eos = dir.stop_tokens(loaded.eos_token_ids(), &setup.tokenizer)?;
     let vocab = loaded.vocab_size();
     let lm = model_dir::select(loaded, &setup.implementation)?;
     let fingerprint = Fingerprint::of(lm.plan()).short();
-    let batchable = lm.plan().cache_signatures().iter().all(|s| {
-        matches!(
-            s,
-            runtime::signature::CacheSignature::Plain
-                | runtime::signature::CacheSignature::Quant(_)
-        )
-    });
+    let grows = lm
+        .plan()
+        .cache_signatures()
+        .iter()
+        .all(|s| !s.is_rotating());
     let model = Model {
         lm,
         layout,
         eos,
-        usable,
-        batchable,
+        batched: grows && setup.max_batch > 1 && setup.batching.enabled(),
     };
     let warm_up = if setup.warm_up {
         let prompt: Vec<u32> = (0..8u32).map(|i| (i + 1) % vocab as u32).collect();
@@ -251,7 +247,7 @@ fn load(setup: &Setup) -> Result<(Model, Info)> {
         fingerprint,
         implementation: model.lm.implementation().to_owned(),
         warm_up,
-        batched: model.batchable && setup.max_batch > 1 && setup.batching.enabled(),
+        batched: model.batched,
     };
     Ok((model, info))
 }
@@ -270,7 +266,10 @@ impl Model {
             prefill_chunk,
             kv_layout: self.layout.clone(),
             pipeline: Pipeline::Ahead,
-            memory_limit: Some(self.usable),
+            // Admitted already: the HTTP side refuses a prompt + max_tokens over the
+            // plan's largest safe context at --max-batch rows, which no single row
+            // exceeds.
+            memory_limit: None,
         }
     }
 }
@@ -288,10 +287,16 @@ fn failed(e: &RuntimeError) -> Event {
     }
 }
 
-const SHUTTING_DOWN: &str = "the server is shutting down";
+/// Ends a request because the shutdown bound passed.
+fn shut_down(events: &UnboundedSender<Event>) {
+    let _ = events.send(Event::Failed {
+        client: false,
+        message: "the server is shutting down".into(),
+    });
+}
 
 fn run(model: Model, setup: &Setup, jobs: &Receiver<Job>, control: &Control) {
-    if model.batchable && setup.max_batch > 1 && setup.batching.enabled() {
+    if model.batched {
         return run_batched(model, setup, jobs, control);
     }
     let lm = model.lm.as_ref();
@@ -328,10 +333,7 @@ fn run(model: Model, setup: &Setup, jobs: &Receiver<Job>, control: &Control) {
         }
         if control.cancel_all.load(Ordering::SeqCst) {
             for r in running.drain(..) {
-                let _ = r.events.send(Event::Failed {
-                    client: false,
-                    message: SHUTTING_DOWN.into(),
-                });
+                shut_down(&r.events);
             }
             continue;
         }
@@ -427,10 +429,7 @@ fn take_job(
 ) -> std::result::Result<Option<Job>, ()> {
     while let Some(job) = next_job(jobs, idle, control)? {
         if control.cancel_all.load(Ordering::SeqCst) {
-            let _ = job.events.send(Event::Failed {
-                client: false,
-                message: SHUTTING_DOWN.into(),
-            });
+            shut_down(&job.events);
             continue;
         }
         if !job.events.is_closed() {
@@ -468,10 +467,7 @@ fn run_batched(model: Model, setup: &Setup, jobs: &Receiver<Job>, control: &Cont
         }
         if control.cancel_all.load(Ordering::SeqCst) {
             for e in events.drain(..) {
-                let _ = e.send(Event::Failed {
-                    client: false,
-                    message: SHUTTING_DOWN.into(),
-                });
+                shut_down(&e);
             }
             batch = Batch::new(model.layout.clone());
             continue;

@@ -16,7 +16,7 @@ use axum::http::StatusCode;
 use axum::response::sse::{Event as SseEvent, KeepAlive, Sse};
 use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
-use runtime::generate::StopReason;
+use runtime::generate::{self, StopReason};
 use runtime::sampling::Sampler;
 use serde_json::{Value, json};
 use tokio::sync::mpsc::{UnboundedReceiver, unbounded_channel};
@@ -229,19 +229,8 @@ fn admit(s: &AppState, request: Request) -> Result<Admitted, ApiError> {
             "the prompt tokenizes to no tokens",
         ));
     }
-    if let Some((i, t)) = prompt
-        .iter()
-        .enumerate()
-        .find(|(_, t)| **t as usize >= s.info.vocab)
-    {
-        return Err(ApiError::invalid(
-            param,
-            format!(
-                "token {t} at position {i} is outside the vocabulary (0..{})",
-                s.info.vocab
-            ),
-        ));
-    }
+    generate::check_tokens(&prompt, s.info.vocab)
+        .map_err(|e| ApiError::invalid(param, e.to_string()))?;
     let limit = s.info.max_context;
     if prompt.len() >= limit {
         return Err(ApiError::invalid(
@@ -310,8 +299,9 @@ async fn handle(
     };
     let (events_tx, mut events) = unbounded_channel();
     let started = Instant::now();
+    let prompt_tokens = admitted.prompt.len();
     let job = Job {
-        prompt: admitted.prompt.clone(),
+        prompt: admitted.prompt,
         max_tokens: admitted.max_tokens,
         sampler: admitted.sampler,
         events: events_tx,
@@ -352,7 +342,7 @@ async fn handle(
         }),
         created: now(),
         endpoint,
-        prompt_tokens: admitted.prompt.len(),
+        prompt_tokens,
         started,
         state: s.clone(),
     };

@@ -113,6 +113,7 @@ pub fn main(a: Args) -> Result<()> {
     }
     let (engine, info) = Engine::start(Setup {
         dir,
+        tokenizer: tokenizer.clone(),
         kv: a.kv,
         implementation: a.implementation.clone(),
         exec,

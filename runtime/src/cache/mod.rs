@@ -175,54 +175,55 @@ impl AnyCache {
         match self {
             AnyCache::Plain(c) => c.rope_offset(),
             AnyCache::Quant(c) => c.rope_offset(),
-            AnyCache::Rotating(c) => RopeOffset::Uniform(c.offset() as i32),
-            AnyCache::RotatingQuant(c) => RopeOffset::Uniform(c.offset() as i32),
+            AnyCache::Rotating(c) => c.rope_offset(),
+            AnyCache::RotatingQuant(c) => c.rope_offset(),
         }
     }
 
-    /// Whether rows of different lengths can share this kind of cache (growing kinds).
+    /// Whether rows of different lengths can share this kind of cache (growing kinds:
+    /// a ring's slots are positions modulo its size).
     pub fn is_batchable(&self) -> bool {
-        matches!(self, AnyCache::Plain(_) | AnyCache::Quant(_))
+        !self.signature().is_rotating()
     }
 
     /// The rows of `parts` (caches of one kind, at the same place in one model) as one
     /// batch, each row left-padded to the longest ([`ragged`]).
     pub fn merge(cache_index: usize, parts: &[&AnyCache]) -> Result<AnyCache> {
-        let unsupported = |what: String| Error::Cache {
+        let refused = |message: String| Error::Cache {
             cache: cache_index,
-            message: what,
+            message,
         };
-        if let Some(AnyCache::Plain(_)) = parts.first() {
-            let plain: Option<Vec<&KvCache>> = parts
-                .iter()
-                .map(|c| match c {
+        // Every part of the first one's kind, or `None`.
+        fn all<'a, T>(
+            parts: &[&'a AnyCache],
+            kind: impl Fn(&'a AnyCache) -> Option<&'a T>,
+        ) -> Option<Vec<&'a T>> {
+            parts.iter().map(|c| kind(c)).collect()
+        }
+        let mixed = || refused("merging caches of different kinds".into());
+        match parts.first() {
+            Some(AnyCache::Plain(_)) => {
+                let plain = all(parts, |c| match c {
                     AnyCache::Plain(p) => Some(p),
                     _ => None,
-                })
-                .collect();
-            let plain =
-                plain.ok_or_else(|| unsupported("merging caches of different kinds".into()))?;
-            return Ok(AnyCache::Plain(KvCache::merge(&plain)?));
-        }
-        if let Some(AnyCache::Quant(_)) = parts.first() {
-            let quant: Option<Vec<&QuantizedKvCache>> = parts
-                .iter()
-                .map(|c| match c {
+                });
+                Ok(AnyCache::Plain(KvCache::merge(&plain.ok_or_else(mixed)?)?))
+            }
+            Some(AnyCache::Quant(_)) => {
+                let quant = all(parts, |c| match c {
                     AnyCache::Quant(q) => Some(q),
                     _ => None,
-                })
-                .collect();
-            let quant =
-                quant.ok_or_else(|| unsupported("merging caches of different kinds".into()))?;
-            return Ok(AnyCache::Quant(QuantizedKvCache::merge(&quant)?));
-        }
-        Err(unsupported(match parts.first() {
-            Some(c) => format!(
+                });
+                Ok(AnyCache::Quant(QuantizedKvCache::merge(
+                    &quant.ok_or_else(mixed)?,
+                )?))
+            }
+            Some(c) => Err(refused(format!(
                 "a {} cache cannot hold rows of different lengths",
                 c.signature()
-            ),
-            None => "merging no caches".into(),
-        }))
+            ))),
+            None => Err(refused("merging no caches".into())),
+        }
     }
 
     /// Rows `keep` of the batch, in that order.
@@ -240,13 +241,8 @@ impl AnyCache {
     /// The mask for an `n`-token step of a layer of this cache; `window` applies to rings.
     pub fn make_mask(&self, n: usize, window: usize) -> Result<AttnMask> {
         match self {
-            AnyCache::Plain(c) if c.padding().is_some() => {
-                c.padding().expect("padded").mask(c.offset(), n)
-            }
-            AnyCache::Quant(c) if c.padding().is_some() => {
-                c.padding().expect("padded").mask(c.offset(), n)
-            }
-            AnyCache::Plain(_) | AnyCache::Quant(_) => Ok(mask::full_mask(n)),
+            AnyCache::Plain(c) => ragged::mask(c.offset(), c.padding(), n),
+            AnyCache::Quant(c) => ragged::mask(c.offset(), c.padding(), n),
             AnyCache::Rotating(c) => mask::rotating_mask(n, c.offset(), c.max_size(), window),
             AnyCache::RotatingQuant(c) => mask::rotating_mask(n, c.offset(), c.max_size(), window),
         }

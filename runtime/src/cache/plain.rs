@@ -117,21 +117,8 @@ impl KvCache {
         Ok(Part {
             buffers: vec![k.clone(), v.clone()],
             offset: self.offset,
-            pads: self.pads(),
+            pads: ragged::pads(self.padding.as_ref(), k.dim(0) as usize),
         })
-    }
-
-    fn pads(&self) -> Vec<usize> {
-        match &self.padding {
-            Some(p) => p.pads().to_vec(),
-            None => vec![0; self.batch()],
-        }
-    }
-
-    fn batch(&self) -> usize {
-        self.keys
-            .as_ref()
-            .map_or(self.geometry.batch, |k| k.dim(0) as usize)
     }
 
     /// One batch of the rows of `parts` (growing float caches of one model), each

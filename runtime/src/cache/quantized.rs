@@ -134,17 +134,13 @@ impl QuantizedKvCache {
         let (Some(k), Some(v)) = (&self.keys, &self.values) else {
             return Err(Error::Request("an empty cache cannot join a batch".into()));
         };
-        let batch = k.packed.dim(0) as usize;
         Ok(Part {
             buffers: [k, v]
                 .into_iter()
                 .flat_map(|t| [t.packed.clone(), t.scales.clone(), t.biases.clone()])
                 .collect(),
             offset: self.offset,
-            pads: match &self.padding {
-                Some(p) => p.pads().to_vec(),
-                None => vec![0; batch],
-            },
+            pads: ragged::pads(self.padding.as_ref(), k.packed.dim(0) as usize),
         })
     }
 

@@ -64,6 +64,23 @@ pub fn rope_offset(offset: usize, padding: Option<&LeftPadding>) -> RopeOffset {
     }
 }
 
+/// The mask of an `n`-token step of a growing cache after `offset` slots: the padding's
+/// where rows are padded, else the ordinary full-attention mask.
+pub fn mask(offset: usize, padding: Option<&LeftPadding>, n: usize) -> Result<AttnMask> {
+    match padding {
+        Some(p) => p.mask(offset, n),
+        None => Ok(crate::nn::mask::full_mask(n)),
+    }
+}
+
+/// Each row's padding (zeros for an ordinary batch of `batch` rows).
+pub(super) fn pads(padding: Option<&LeftPadding>, batch: usize) -> Vec<usize> {
+    match padding {
+        Some(p) => p.pads().to_vec(),
+        None => vec![0; batch],
+    }
+}
+
 /// One part of a merge: a cache's K/V buffers (`[B, H, capacity, cols]`, the first
 /// `offset` slots written), its rows' padding, its batch.
 pub(super) struct Part {
