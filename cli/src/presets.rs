@@ -38,7 +38,8 @@ macro_rules! preset {
 }
 
 /// Every preset, in name order.
-pub const PRESETS: [Preset; 12] = [
+pub const PRESETS: [Preset; 14] = [
+    preset!("deepseek-v3.2"),
     preset!("gemma4-12b", kv),
     preset!("gemma4-26b-a4b", kv),
     preset!("gemma4-26b-a4b-float"),
@@ -46,6 +47,7 @@ pub const PRESETS: [Preset; 12] = [
     preset!("gemma4-e2b"),
     preset!("gemma4-e4b", kv),
     preset!("gemma4-e4b-float"),
+    preset!("glm-5"),
     preset!("llama-3.2-1b", kv),
     preset!("llama-3.2-1b-float"),
     preset!("minicpm-2b"),

@@ -6,7 +6,8 @@
 use runtime::registry::Implementation;
 
 /// The generated implementations, one per model, in name order.
-pub const IMPLEMENTATIONS: [Implementation; 12] = [
+pub const IMPLEMENTATIONS: [Implementation; 14] = [
+    crate::models::deepseek_v3_2::IMPLEMENTATION,
     crate::models::gemma4_12b::IMPLEMENTATION,
     crate::models::gemma4_26b_a4b::IMPLEMENTATION,
     crate::models::gemma4_26b_a4b_float::IMPLEMENTATION,
@@ -14,6 +15,7 @@ pub const IMPLEMENTATIONS: [Implementation; 12] = [
     crate::models::gemma4_e2b::IMPLEMENTATION,
     crate::models::gemma4_e4b::IMPLEMENTATION,
     crate::models::gemma4_e4b_float::IMPLEMENTATION,
+    crate::models::glm_5::IMPLEMENTATION,
     crate::models::llama_3_2_1b::IMPLEMENTATION,
     crate::models::llama_3_2_1b_float::IMPLEMENTATION,
     crate::models::minicpm_2b::IMPLEMENTATION,

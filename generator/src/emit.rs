@@ -110,6 +110,14 @@ fn model_tokens(spec: ModuleSpec<'_>) -> Result<TokenStream> {
     specs.sort();
     specs.dedup();
     let quant_consts = specs.into_iter().map(layer::quant_const);
+    let mut latent: Vec<_> = signatures
+        .iter()
+        .copied()
+        .filter(|s| matches!(s, CacheSignature::Mla { .. }))
+        .collect();
+    latent.sort();
+    latent.dedup();
+    let latent_consts = latent.into_iter().map(layer::mla_const);
     let model = model_type(spec, plan);
 
     Ok(quote! {
@@ -123,6 +131,8 @@ fn model_tokens(spec: ModuleSpec<'_>) -> Result<TokenStream> {
         pub const CACHE_SIGNATURES: [CacheSignature; #n] = [#(#signature_items),*];
 
         #(#quant_consts)*
+
+        #(#latent_consts)*
 
         #(#stage_functions)*
 
@@ -161,6 +171,9 @@ fn imports(plan: &ModelPlan, variants: &[Variant]) -> TokenStream {
     }
     if has(&|s| matches!(s, CacheSignature::RotatingQuant(_))) {
         cache.push(quote!(RotatingQuantizedKvCache));
+    }
+    if has(&|s| matches!(s, CacheSignature::Mla { .. })) {
+        cache.push(quote!(MlaCache));
     }
     let shares = variants.iter().any(|v| !v.is_donor() || v.is_exported());
     if shares {

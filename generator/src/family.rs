@@ -90,11 +90,27 @@ pub trait FamilyCode: Sync {
 
     /// How the doc comments name the feed-forward block.
     fn mlp_phrase(&self) -> &'static str;
+
+    /// The outputs of the pre stage `key`, for its doc comment.
+    fn pre_outputs(&self, key: &PreStage) -> &'static str {
+        if key.donor { "[q, k, v]" } else { "[q]" }
+    }
+
+    /// For a family whose attention is not over K/V (MLA's latent): the statements of a
+    /// donor layer's function from its pre stage `pre` to `let o = ..;`, replacing RoPE,
+    /// the K/V cache update and [`FamilyCode::attend`].
+    fn donor_attention(&self, _v: &Variant, _pre: &Ident) -> Option<TokenStream> {
+        None
+    }
 }
 
 /// Every family's code, by the family's name: the generator's side of
 /// `runtime::families::ALL`.
-static ALL: &[(&str, &dyn FamilyCode)] = &[("gemma4", &Gemma4Code), ("llama", &LlamaCode)];
+static ALL: &[(&str, &dyn FamilyCode)] = &[
+    ("gemma4", &Gemma4Code),
+    ("llama", &LlamaCode),
+    ("mla", &MlaCode),
+];
 
 /// The code of `family`; an error naming it when the generator has none.
 pub fn find(family: FamilyId) -> crate::error::Result<&'static dyn FamilyCode> {
@@ -407,5 +423,95 @@ impl FamilyCode for LlamaCode {
 
     fn mlp_phrase(&self) -> &'static str {
         "SwiGLU MLP"
+    }
+}
+
+/// The MLA family: multi-head latent attention over each layer's own latent cache with
+/// the DSA indexer, dense or routed SwiGLU. Its attention is one runtime block
+/// (`blocks::latent_attention`) between the two stages, as the monolith calls it.
+pub struct MlaCode;
+
+impl FamilyCode for MlaCode {
+    fn module(&self) -> TokenStream {
+        quote!(runtime::model::mla)
+    }
+
+    fn model_type(&self) -> Ident {
+        format_ident!("Mla")
+    }
+
+    fn block_imports(&self) -> Vec<TokenStream> {
+        vec![quote!(PreAttention)]
+    }
+
+    fn step_imports(&self) -> Vec<TokenStream> {
+        vec![quote!(Stage)]
+    }
+
+    fn attention_imports(&self, _variants: &[Variant]) -> TokenStream {
+        TokenStream::new()
+    }
+
+    fn rope(&self, _attention: LayerType) -> TokenStream {
+        quote!(&m.rope)
+    }
+
+    fn pre_stage(&self, _v: &PreStage) -> TokenStream {
+        quote!(blocks::pre_attention(m, w, &h))
+    }
+
+    fn post_stage(&self, v: &PostStage) -> TokenStream {
+        let ffn = if v.moe {
+            quote!(blocks::moe_ffn(m, w, &h)?)
+        } else {
+            quote!(blocks::dense_ffn(m, w, &h)?)
+        };
+        // The expression stays out of `vec![..]`: macro bodies are printed as tokens,
+        // not formatted.
+        quote! {
+            let h = blocks::attention_out(w, &h, &o)?;
+            let h = #ffn;
+            Ok(vec![h])
+        }
+    }
+
+    fn pre_outputs(&self, _key: &PreStage) -> &'static str {
+        "[q_nope, q_pe, latent, k_pe, index_q, index_k, index_weights]"
+    }
+
+    fn donor_attention(&self, _v: &Variant, pre: &Ident) -> Option<TokenStream> {
+        Some(quote! {
+            let [q_nope, q_pe, latent, k_pe, index_q, index_k, index_weights] =
+                s.run(i, Stage::Pre, #pre, &[h])?;
+            let pre = PreAttention {
+                q_nope,
+                q_pe,
+                latent,
+                k_pe,
+                index_q,
+                index_k,
+                index_weights,
+            };
+            let attn = &m.weights.layers[i].attn;
+            let o = blocks::latent_attention(m, attn, i, cache, pre, s.mask(LayerType::Full))?;
+        })
+    }
+
+    fn attend(
+        &self,
+        _quant: Option<QuantSpec>,
+        _keys: TokenStream,
+        _values: TokenStream,
+        _mask: TokenStream,
+    ) -> TokenStream {
+        // Never reached: every MLA layer is a donor, whose attention is
+        // `donor_attention`'s.
+        quote!(compile_error!(
+            "MLA layers attend through blocks::latent_attention"
+        ))
+    }
+
+    fn mlp_phrase(&self) -> &'static str {
+        "SwiGLU feed-forward"
     }
 }

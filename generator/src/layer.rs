@@ -32,6 +32,29 @@ pub fn quant_const(q: QuantSpec) -> TokenStream {
     }
 }
 
+/// The name of the constant an MLA signature is spelled with (`LATENT`, `LATENT_INDEXED`).
+fn mla_const_name(s: CacheSignature) -> proc_macro2::Ident {
+    match s {
+        CacheSignature::Mla { indexer: true } => format_ident!("LATENT_INDEXED"),
+        _ => format_ident!("LATENT"),
+    }
+}
+
+/// `const LATENT_INDEXED: CacheSignature = ..;` for an MLA signature.
+pub fn mla_const(s: CacheSignature) -> TokenStream {
+    let name = mla_const_name(s);
+    let (doc, indexer) = match s {
+        CacheSignature::Mla { indexer: true } => {
+            (" An MLA latent cache with the DSA indexer's keys.", true)
+        }
+        _ => (" An MLA latent cache without indexer keys.", false),
+    };
+    quote! {
+        #[doc = #doc]
+        const #name: CacheSignature = CacheSignature::Mla { indexer: #indexer };
+    }
+}
+
 /// `CacheSignature::…` as a constant expression.
 pub fn signature(s: CacheSignature) -> TokenStream {
     match s {
@@ -45,6 +68,10 @@ pub fn signature(s: CacheSignature) -> TokenStream {
             let q = quant_spec(q);
             quote!(CacheSignature::RotatingQuant(#q))
         }
+        CacheSignature::Mla { .. } => {
+            let name = mla_const_name(s);
+            quote!(#name)
+        }
     }
 }
 
@@ -57,6 +84,7 @@ pub fn any_cache_variant(s: CacheSignature) -> proc_macro2::Ident {
             CacheSignature::Rotating => "Rotating",
             CacheSignature::Quant(_) => "Quant",
             CacheSignature::RotatingQuant(_) => "RotatingQuant",
+            CacheSignature::Mla { .. } => "Mla",
         }
     )
 }
@@ -70,6 +98,7 @@ pub fn cache_type(s: CacheSignature) -> proc_macro2::Ident {
             CacheSignature::Rotating => "RotatingKvCache",
             CacheSignature::Quant(_) => "QuantizedKvCache",
             CacheSignature::RotatingQuant(_) => "RotatingQuantizedKvCache",
+            CacheSignature::Mla { .. } => "MlaCache",
         }
     )
 }
@@ -101,6 +130,9 @@ pub fn function(v: &Variant, layers: &[usize]) -> TokenStream {
         Role::Sharer => quote!(shared: &SharedKv),
     };
     let attention = match v.role {
+        Role::Donor { .. } if code.donor_attention(v, &pre).is_some() => {
+            code.donor_attention(v, &pre).expect("checked")
+        }
         Role::Donor { .. } => {
             let o = attend(quote!(&keys), quote!(&values));
             let inputs = code.attention_inputs(&pre, &rope, quote!(&offset), true);

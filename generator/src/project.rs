@@ -20,7 +20,7 @@ pub const MODELS_MOD: &str = "generated/src/models/mod.rs";
 /// The generated registry.
 pub const REGISTRY: &str = "generated/src/registry.rs";
 /// The presets shipped with the repository.
-pub const PRESETS: [&str; 9] = [
+pub const PRESETS: [&str; 11] = [
     "gemma4-e2b",
     "gemma4-e4b",
     "gemma4-12b",
@@ -30,6 +30,8 @@ pub const PRESETS: [&str; 9] = [
     "qwen3-0.6b",
     "minicpm4-8b",
     "minicpm-2b",
+    "glm-5",
+    "deepseek-v3.2",
 ];
 
 /// The command that regenerates everything.

@@ -126,7 +126,7 @@ fn layers_phrase(layers: &[usize]) -> String {
 /// The stage function of `key`, used by `layers`.
 pub fn pre_function(key: &PreStage, layers: &[usize]) -> TokenStream {
     let code = crate::family::of(key.family);
-    let out = if key.donor { "[q, k, v]" } else { "[q]" };
+    let out = code.pre_outputs(key);
     let doc = format!(
         "Before RoPE and the cache update of {}: `[h] -> {out}`.",
         layers_phrase(layers)

@@ -10,7 +10,7 @@
 use std::fmt::Write as _;
 
 use runtime::config::LayerType;
-use runtime::model::{gemma4, llama};
+use runtime::model::{gemma4, llama, mla};
 use runtime::plan::{FamilyId, KvRole, LayerPlan};
 use runtime::quantization::QuantSpec;
 use runtime::signature::CacheSignature;
@@ -89,6 +89,33 @@ impl Variant {
                 )));
             }
         }
+        let latent = matches!(layer.cache, CacheSignature::Mla { .. });
+        if latent != (family == mla::FAMILY_ID) {
+            return Err(Error::Unsupported(format!(
+                "layer {index}: {} cache in a {family} plan (latent caches are the MLA \
+                 family's, and only theirs)",
+                layer.cache
+            )));
+        }
+        if family == mla::FAMILY_ID {
+            let f = layer.flags;
+            let other = f.k_eq_v
+                || f.per_layer_input
+                || f.layer_scalar
+                || f.double_wide_mlp
+                || f.qk_norm
+                || f.residual_scale;
+            if layer.attention != LayerType::Full || role != (Role::Donor { exported: false }) {
+                return Err(Error::Unsupported(format!(
+                    "layer {index}: MLA-family layers are full attention over their own cache"
+                )));
+            }
+            if other {
+                return Err(Error::Unsupported(format!(
+                    "layer {index}: an MLA-family layer with another family's flags"
+                )));
+            }
+        }
         if family == gemma4::FAMILY_ID && layer.flags.qk_norm {
             return Err(Error::Unsupported(format!(
                 "layer {index}: qk_norm is a Llama-family flag (Gemma 4 always norms q/k)"
@@ -128,11 +155,11 @@ impl Variant {
         self.role == Role::Donor { exported: true }
     }
 
-    /// `{donor|sharer}_{sliding|full}_{plain|q<bits>g<group>}` then `_keqv`, `_ple`,
+    /// `{donor|sharer}_{sliding|full}_{plain|q<bits>g<group>|latent|latentidx}` then `_keqv`, `_ple`,
     /// `_moe`, `_scalar`, `_qknorm`, `_scaledres`, `_export` as they apply.
     pub fn name(&self) -> String {
         let role = if self.is_donor() { "donor" } else { "sharer" };
-        let mut name = format!("{role}_{}_{}", self.attention, quant_tag(self.quant()));
+        let mut name = format!("{role}_{}_{}", self.attention, cache_tag(self.cache));
         for (on, suffix) in [
             (self.k_eq_v, "_keqv"),
             (self.per_layer_input, "_ple"),
@@ -151,6 +178,20 @@ impl Variant {
 
     /// One sentence describing what the function does, for its doc comment.
     pub fn describe(&self) -> String {
+        if let CacheSignature::Mla { indexer } = self.cache {
+            let mut s = String::from("Multi-head latent attention over its own float latent cache");
+            if indexer {
+                s.push_str(", sparse past `index_topk` keys by its own DSA indexer");
+            }
+            s.push_str("; ");
+            s.push_str(crate::family::of(self.family).mlp_phrase());
+            s.push_str(if self.moe {
+                " through routed and shared experts."
+            } else {
+                " (dense)."
+            });
+            return s;
+        }
         let kv = match self.quant() {
             None => "float".to_owned(),
             Some(q) => format!("{}-bit group-{}", q.bits, q.group_size),
@@ -198,11 +239,14 @@ impl Variant {
     }
 }
 
-/// `plain` for float K/V, `q<bits>g<group>` for quantized.
-fn quant_tag(quant: Option<QuantSpec>) -> String {
-    match quant {
-        None => "plain".to_owned(),
-        Some(q) => format!("q{}g{}", q.bits, q.group_size),
+/// `plain` for float K/V, `q<bits>g<group>` for quantized, `latent` / `latentidx` for
+/// MLA caches (without / with the indexer's keys).
+fn cache_tag(cache: CacheSignature) -> String {
+    match (cache, cache.quant()) {
+        (CacheSignature::Mla { indexer: false }, _) => "latent".to_owned(),
+        (CacheSignature::Mla { indexer: true }, _) => "latentidx".to_owned(),
+        (_, None) => "plain".to_owned(),
+        (_, Some(q)) => format!("q{}g{}", q.bits, q.group_size),
     }
 }
 

@@ -128,6 +128,9 @@ def cache_info(c) -> dict:
     from mlx_lm.models.cache import KVCache, QuantizedKVCache, RotatingKVCache
 
     name = type(c).__name__
+    if name == "CacheList":
+        # The MLA family's (latent + RoPE key, indexer keys) pair.
+        return {"class": name, "caches": [cache_info(inner) for inner in c.caches]}
     info = {"class": name, "offset": int(c.offset)}
     keys = getattr(c, "keys", None)
     if keys is not None:

@@ -58,6 +58,19 @@ pub enum Error {
         /// `should pass` or `should refuse`.
         verdict: &'static str,
     },
+    /// Over caches nothing runs on, the two sides did not fail alike.
+    #[error(
+        "{context}: over caches no implementation runs on, the generated model gave \
+         {generated:?} and the monolith {monolith:?} (expected the monolith's error from both)"
+    )]
+    Refusal {
+        /// Where.
+        context: String,
+        /// What the generated model did.
+        generated: String,
+        /// What the monolith did.
+        monolith: String,
+    },
     /// The checked-in module was generated for another plan.
     #[error(
         "{id}: the {weights} model's plan has fingerprint {plan}, the implementation {module}: \

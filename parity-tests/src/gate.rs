@@ -111,6 +111,9 @@ pub struct ModelReport {
     pub fallbacks: u64,
     /// Logit bytes compared on fallback steps.
     pub fallback_bytes: u64,
+    /// Steps over caches nothing runs on, where the guard refused and both sides failed
+    /// with the monolith's error (the MLA family's phase 3).
+    pub refusals: u64,
     /// Of the fast-path steps, those over rows of different lengths (phase 5).
     pub ragged: u64,
     /// Wall time.
@@ -136,6 +139,7 @@ impl Report {
             total.fast_bytes += m.fast_bytes;
             total.fallbacks += m.fallbacks;
             total.fallback_bytes += m.fallback_bytes;
+            total.refusals += m.refusals;
             total.ragged += m.ragged;
             total.elapsed += m.elapsed;
         }
@@ -166,8 +170,9 @@ impl fmt::Display for Report {
         writeln!(
             f,
             "(and {} fallback steps, {} bytes, where the guard sent both sides to the monolith: \
-             the guard's decision is checked there, the bytes cannot differ)",
-            total.fallbacks, total.fallback_bytes
+             the guard's decision is checked there, the bytes cannot differ; and {} refusals \
+             over caches nothing runs on, where both sides failed with the monolith's error)",
+            total.fallbacks, total.fallback_bytes, total.refusals
         )?;
         writeln!(
             f,
@@ -264,6 +269,42 @@ struct Run<'a> {
 }
 
 impl Run<'_> {
+    /// Runs one forward on both over caches nothing can run on: the generated model's
+    /// guard must refuse them (the fast-path counter stays) and hand the call to the
+    /// monolith, so both fail with the monolith's error, word for word.
+    fn refused(
+        &mut self,
+        what: &str,
+        tokens: &Array,
+        a: &mut [AnyCache],
+        b: &mut [AnyCache],
+    ) -> Result<()> {
+        let context = format!("{}: {what}", self.context);
+        let before = self.pair.generated.fast_path_calls();
+        let ours = self.pair.generated.forward(tokens, b);
+        let moved = self.pair.generated.fast_path_calls() - before;
+        let reference = self.pair.monolith.forward(tokens, a);
+        if moved != 0 && !self.pair.self_check {
+            return Err(Error::Guard {
+                context,
+                moved,
+                expected: 0,
+                verdict: "should refuse",
+            });
+        }
+        match (ours, reference) {
+            (Err(x), Err(y)) if x.to_string() == y.to_string() => {
+                self.report.refusals += 1;
+                Ok(())
+            }
+            (x, y) => Err(Error::Refusal {
+                context,
+                generated: x.err().map_or("ran".into(), |e| e.to_string()),
+                monolith: y.err().map_or("ran".into(), |e| e.to_string()),
+            }),
+        }
+    }
+
     /// Runs one forward on both, compares bytes, checks the fast-path counter moved by
     /// `fast` (0 or 1).
     fn step(
@@ -421,10 +462,29 @@ fn pair(
     })
 }
 
-/// Float `caches` after the kv policy, but with one cache of another
-/// signature: an 8-bit cache where 4-bit is expected (or 4 where 8), or a quantized one
-/// where the layout keeps float.
-fn altered(caches: &[AnyCache], layout: &KvLayout) -> runtime::error::Result<Vec<AnyCache>> {
+/// A cache list of another signature than the plan's, for phase (3).
+enum Altered {
+    /// The monolith runs on it (a quantized cache where float is planned, or other bits).
+    Runnable(Vec<AnyCache>),
+    /// Nothing runs on it (an MLA latent cache without the indexer keys its layer
+    /// needs): the guard must refuse, and the fallback's error is the monolith's.
+    Unrunnable(Vec<AnyCache>),
+}
+
+/// Float `caches` after the kv policy, but with one cache of another signature: an
+/// 8-bit cache where 4-bit is expected (or 4 where 8), or a quantized one where the
+/// layout keeps float; for the MLA family's latent caches, which have no quantized kind,
+/// cache 0 without its indexer keys.
+fn altered(caches: &[AnyCache], layout: &KvLayout) -> runtime::error::Result<Altered> {
+    if let Some(AnyCache::Mla(c)) = caches.first() {
+        let mut out = cloned(caches);
+        let geometry = runtime::cache::MlaGeometry {
+            index: None,
+            ..c.geometry()
+        };
+        out[0] = AnyCache::Mla(runtime::cache::MlaCache::new(geometry));
+        return Ok(Altered::Unrunnable(out));
+    }
     let (index, spec) = match layout.entries().next() {
         Some(e) => (
             e.cache,
@@ -443,7 +503,7 @@ fn altered(caches: &[AnyCache], layout: &KvLayout) -> runtime::error::Result<Vec
     };
     let mut out = cloned(caches);
     kv_policy::apply(&mut out, &layout.clone().with_entry(index, spec))?;
-    Ok(out)
+    Ok(Altered::Runnable(out))
 }
 
 /// Runs the gate for one implementation.
@@ -521,16 +581,19 @@ pub fn run(imp: &Implementation, opts: &GateOptions) -> Result<ModelReport> {
             }
             // (3) A cache of another signature: the guard refuses, the bits agree.
             if opts.altered {
-                let alter = altered(&float_caches, &layout)
-                    .at(|| format!("{}: altered caches", run.context))?;
-                let (mut a2, mut b2) = (cloned(&alter), alter);
-                run.step(
-                    "altered cache signature",
-                    &batch(&rows, end, end + 1),
-                    &mut a2,
-                    &mut b2,
-                    false,
-                )?;
+                let tokens = batch(&rows, end, end + 1);
+                match altered(&float_caches, &layout)
+                    .at(|| format!("{}: altered caches", run.context))?
+                {
+                    Altered::Runnable(alter) => {
+                        let (mut a2, mut b2) = (cloned(&alter), alter);
+                        run.step("altered cache signature", &tokens, &mut a2, &mut b2, false)?;
+                    }
+                    Altered::Unrunnable(alter) => {
+                        let (mut a2, mut b2) = (cloned(&alter), alter);
+                        run.refused("altered cache signature", &tokens, &mut a2, &mut b2)?;
+                    }
+                }
             }
         }
         if opts.batch2 {

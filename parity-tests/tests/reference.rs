@@ -447,3 +447,96 @@ fn minicpm_2b_matches_mlx_lm() {
     check_llama("minicpm-2b", None);
     check_llama("minicpm-2b", Q4);
 }
+
+// The MLA family (deepseek_v32.py / glm_moe_dsa.py): latent attention with the DSA
+// indexer, grouped sigmoid routing; float caches (mlx-lm's CacheList of KVCaches).
+
+/// Writes the twin of an MLA-family `preset` (`index_topk` 16) into a scratch folder.
+fn mla_folder(preset: &str, quant: Option<QuantSpec>, dtype: Dtype) -> PathBuf {
+    use runtime::model::mla::{MlaConfig, synth as msynth};
+    let config =
+        msynth::twin(&MlaConfig::from_file(&preset_dir(preset).join("config.json")).unwrap());
+    let (tensors, qmap) =
+        msynth::random_tensors_as(&config, SynthOptions { seed: 2026, quant }, dtype).unwrap();
+    let tag = format!(
+        "{preset}-{}-{dtype:?}",
+        quant.map_or("float".to_owned(), |q| format!("q{}", q.bits))
+    );
+    let dir = std::env::temp_dir().join(format!("mlx-aot-reference-{}-{tag}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    msynth::write_folder(&dir, &config, &tensors, qmap.as_ref()).unwrap();
+    dir
+}
+
+/// Our logits with `prompt` prefill positions then decode steps, compiled functions on
+/// or off.
+fn ours_walk(dir: &Path, rows: &[Vec<u32>], prompt: usize, compiled: bool) -> Vec<f32> {
+    let options = ExecOptions {
+        compiled_swiglu: compiled,
+        ..ExecOptions::default()
+    };
+    let loaded = Loaded::load(dir, KvLayout::float(), options, |_, _| {}).unwrap();
+    let m = loaded.monolith();
+    let mut caches = loaded.float_caches(rows.len());
+    let logits = logits_walk(m.as_ref(), &mut caches, rows, prompt, &KvLayout::float()).unwrap();
+    logits.eval().unwrap();
+    logits
+        .flatten(None, None)
+        .unwrap()
+        .as_slice::<f32>()
+        .to_vec()
+}
+
+/// The MLA monolith against mlx-lm on the twin of `preset` (`index_topk` 32), batch 2,
+/// float and 4-bit weights, compiled functions (SwiGLU, the expert selection) on and off
+/// on both sides; a 20-token prompt (the indexer inactive) then 16 decode steps across
+/// the switch at 33 keys, and a 40-token prompt (active from the prefill on) then 4.
+fn check_mla(preset: &str) {
+    let env = python_env().expect("the Python reference environment");
+    for (quant, dtype) in [(None, Dtype::Float32), (Q4, Dtype::Bfloat16)] {
+        let dir = mla_folder(preset, quant, dtype);
+        assert_eq!(runtime::model::mla::synth::TWIN_INDEX_TOPK, 32);
+        for (prompt, steps) in [(20, 16), (40, 4)] {
+            let rows = vec![
+                tokens(preset.len() as u32, prompt + steps),
+                tokens(preset.len() as u32 + 1, prompt + steps),
+            ];
+            for compiled in [true, false] {
+                let what = format!(
+                    "{preset} {} {dtype:?} weights, prompt {prompt} + {steps} steps, compiled {}",
+                    quant.map_or("float".into(), |q| q.to_string()),
+                    if compiled { "on" } else { "off" }
+                );
+                let theirs = env
+                    .run_logits(
+                        &LogitsRequest::new(&dir, rows.clone(), prompt)
+                            .kv(KvMode::Float)
+                            .no_compile(!compiled),
+                    )
+                    .unwrap();
+                assert_eq!(theirs.shape, [2, prompt + steps, 512]);
+                assert_bits_equal(
+                    &what,
+                    &ours_walk(&dir, &rows, prompt, compiled),
+                    &theirs.data,
+                    512,
+                );
+                eprintln!(
+                    "{what}: bit-exact over {} positions x 2 rows",
+                    prompt + steps
+                );
+            }
+        }
+        let _ = std::fs::remove_dir_all(&dir);
+    }
+}
+
+#[test]
+fn glm_5_matches_mlx_lm() {
+    check_mla("glm-5");
+}
+
+#[test]
+fn deepseek_v3_2_matches_mlx_lm() {
+    check_mla("deepseek-v3.2");
+}

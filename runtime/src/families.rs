@@ -7,9 +7,13 @@ use crate::error::Result;
 use crate::family::Family;
 
 /// Every family, in the order `model_type`s are matched.
-pub static ALL: &[&dyn Family] = &[&crate::model::gemma4::FAMILY, &crate::model::llama::FAMILY];
+pub static ALL: &[&dyn Family] = &[
+    &crate::model::gemma4::FAMILY,
+    &crate::model::llama::FAMILY,
+    &crate::model::mla::FAMILY,
+];
 
-/// The family named `name` (`gemma4`, `llama`).
+/// The family named `name` (`gemma4`, `llama`, `mla`).
 pub fn by_name(name: &str) -> Option<&'static dyn Family> {
     ALL.iter().copied().find(|f| f.name() == name)
 }

@@ -73,12 +73,28 @@ pub struct CacheShape {
     pub cache: usize,
     /// Its signature under the plan.
     pub signature: crate::signature::CacheSignature,
-    /// K/V heads.
-    pub kv_heads: usize,
-    /// Head dim.
-    pub head_dim: usize,
+    /// What it stores per token.
+    pub width: CacheWidth,
     /// The rows a ring keeps; `None` for a cache that grows with the context.
     pub window: Option<u64>,
+}
+
+/// What one cache stores per token and batch row.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum CacheWidth {
+    /// A key and a value per K/V head, float or quantized as the signature says.
+    KeysValues {
+        /// K/V heads.
+        kv_heads: usize,
+        /// Head dim.
+        head_dim: usize,
+    },
+    /// Float elements no kv policy quantizes (the MLA family's latent, RoPE key and
+    /// indexer key).
+    Float {
+        /// Elements per token.
+        elements: usize,
+    },
 }
 
 /// Inputs of the plan that do not depend on the context.
@@ -217,13 +233,17 @@ impl MemoryModel {
     /// Bytes per token of cache `c` for `batch` rows: its geometry's, computed here with
     /// saturation because the batch is the caller's and need not be small.
     fn per_token(&self, c: &CacheShape, batch: u64, quant: Option<QuantSpec>) -> u64 {
-        let one_row = CacheGeometry {
-            batch: 1,
-            kv_heads: c.kv_heads,
-            head_dim: c.head_dim,
-            dtype_bytes: self.dtype_bytes as usize,
-        }
-        .bytes_per_token(quant) as u64;
+        let one_row = match c.width {
+            CacheWidth::KeysValues { kv_heads, head_dim } => CacheGeometry {
+                batch: 1,
+                kv_heads,
+                head_dim,
+                dtype_bytes: self.dtype_bytes as usize,
+            }
+            .bytes_per_token(quant)
+                as u64,
+            CacheWidth::Float { elements } => product([elements as u64, self.dtype_bytes]),
+        };
         one_row.saturating_mul(batch)
     }
 }

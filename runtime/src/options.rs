@@ -24,7 +24,10 @@ pub struct ExecOptions {
     /// Whether the activations the reference compiles (Gemma 4's `gelu_approx`, `geglu`,
     /// `logit_softcap`) run compiled, as mlx-lm runs them, or op by op.
     pub compiled_activations: bool,
-    /// Whether the Llama family's SwiGLU runs as mlx-lm's compiled `swiglu` or op by op.
+    /// Whether the SwiGLU of the Llama and MLA families runs as mlx-lm's compiled
+    /// `swiglu` or op by op; for the MLA family also its compiled expert selection
+    /// (`group_expert_select`), which mlx-lm compiles under the same switch
+    /// (`mx.disable_compile()` turns both off).
     pub compiled_swiglu: bool,
     /// Diagnostics: compute every fused kernel's outputs with the MLX ops it replaces
     /// too and report the ones that differ.

@@ -10,7 +10,8 @@ use crate::quantization::QuantSpec;
 /// The kind of a KV cache with its quantization: the unit of the generated code's guard.
 ///
 /// Displayed as `kv:plain`, `kv:rotating`, `kv:quant:8:64`, `kv:rotating-quant:4:64`
-/// (kind, bits, group size).
+/// (kind, bits, group size), and for the MLA family's latent caches `mla:latent` or
+/// `mla:latent+index` (with the sparse-attention indexer's keys).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub enum CacheSignature {
     /// A growing float cache (full attention).
@@ -21,6 +22,13 @@ pub enum CacheSignature {
     Quant(QuantSpec),
     /// An affine-quantized ring.
     RotatingQuant(QuantSpec),
+    /// A growing float cache of MLA's compressed latent and its one-head RoPE key per
+    /// token, with the DSA indexer's keys when `indexer` (a layer that runs its own
+    /// indexer); never quantized.
+    Mla {
+        /// Whether the cache also holds the indexer's keys.
+        indexer: bool,
+    },
 }
 
 impl CacheSignature {
@@ -28,7 +36,7 @@ impl CacheSignature {
     pub fn quant(self) -> Option<QuantSpec> {
         match self {
             CacheSignature::Quant(q) | CacheSignature::RotatingQuant(q) => Some(q),
-            CacheSignature::Plain | CacheSignature::Rotating => None,
+            CacheSignature::Plain | CacheSignature::Rotating | CacheSignature::Mla { .. } => None,
         }
     }
 
@@ -40,8 +48,12 @@ impl CacheSignature {
         )
     }
 
-    /// The same geometry (ring or growing) with the given quantization.
+    /// The same geometry (ring or growing) with the given quantization; an MLA cache,
+    /// which has no quantized kind, stays as it is.
     pub fn with_quant(self, quant: Option<QuantSpec>) -> Self {
+        if let CacheSignature::Mla { .. } = self {
+            return self;
+        }
         match (self.is_rotating(), quant) {
             (true, Some(q)) => CacheSignature::RotatingQuant(q),
             (true, None) => CacheSignature::Rotating,
@@ -60,6 +72,8 @@ impl fmt::Display for CacheSignature {
             CacheSignature::RotatingQuant(q) => {
                 write!(f, "kv:rotating-quant:{}:{}", q.bits, q.group_size)
             }
+            CacheSignature::Mla { indexer: false } => f.write_str("mla:latent"),
+            CacheSignature::Mla { indexer: true } => f.write_str("mla:latent+index"),
         }
     }
 }
@@ -82,6 +96,8 @@ impl FromStr for CacheSignature {
             ["kv", "rotating"] => Ok(CacheSignature::Rotating),
             ["kv", "quant", b, g] => Ok(CacheSignature::Quant(quant(b, g)?)),
             ["kv", "rotating-quant", b, g] => Ok(CacheSignature::RotatingQuant(quant(b, g)?)),
+            ["mla", "latent"] => Ok(CacheSignature::Mla { indexer: false }),
+            ["mla", "latent+index"] => Ok(CacheSignature::Mla { indexer: true }),
             _ => Err(bad()),
         }
     }
@@ -97,5 +113,38 @@ impl<'de> Deserialize<'de> for CacheSignature {
     fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
         let s = String::deserialize(d)?;
         s.parse().map_err(serde::de::Error::custom)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn every_signature_reads_back_from_its_text() {
+        let q = QuantSpec {
+            bits: 4,
+            group_size: 64,
+        };
+        for s in [
+            CacheSignature::Plain,
+            CacheSignature::Rotating,
+            CacheSignature::Quant(q),
+            CacheSignature::RotatingQuant(q),
+            CacheSignature::Mla { indexer: false },
+            CacheSignature::Mla { indexer: true },
+        ] {
+            assert_eq!(s.to_string().parse::<CacheSignature>(), Ok(s));
+        }
+        assert_eq!(
+            CacheSignature::Mla { indexer: true }.to_string(),
+            "mla:latent+index"
+        );
+        assert!("mla:other".parse::<CacheSignature>().is_err());
+        // MLA caches have no quantized kind.
+        assert_eq!(
+            CacheSignature::Mla { indexer: true }.with_quant(Some(q)),
+            CacheSignature::Mla { indexer: true }
+        );
     }
 }

@@ -3,6 +3,8 @@
 
 //! The generated models, one module each (`cargo xtask generate` writes them).
 
+pub mod deepseek_v3_2;
+
 pub mod gemma4_12b;
 
 pub mod gemma4_26b_a4b;
@@ -16,6 +18,8 @@ pub mod gemma4_e2b;
 pub mod gemma4_e4b;
 
 pub mod gemma4_e4b_float;
+
+pub mod glm_5;
 
 pub mod llama_3_2_1b;
 

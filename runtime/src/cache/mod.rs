@@ -2,6 +2,7 @@
 //! semantics of mlx-lm's `KVCache`/`RotatingKVCache`/`QuantizedKVCache` and mlx-optiq's
 //! `RotatingQuantizedKVCache`. K/V are `[B, heads, seq, D]`.
 
+mod mla;
 mod plain;
 mod quantized;
 pub mod ragged;
@@ -9,6 +10,7 @@ mod rotating;
 mod rotating_quantized;
 mod triple;
 
+pub use mla::{MlaCache, MlaFetched, MlaGeometry};
 pub use plain::KvCache;
 pub use quantized::QuantizedKvCache;
 pub use rotating::RotatingKvCache;
@@ -86,12 +88,22 @@ pub enum AnyCache {
     Quant(QuantizedKvCache),
     /// `RotatingQuantizedKVCache`.
     RotatingQuant(RotatingQuantizedKvCache),
+    /// The MLA family's `CacheList(KVCache, KVCache)`: latent, RoPE key, indexer keys.
+    Mla(MlaCache),
 }
 
 impl AnyCache {
-    /// An empty cache of the given signature; `window` is the ring size of rotating kinds.
+    /// An empty K/V cache of the given signature; `window` is the ring size of rotating
+    /// kinds.
+    ///
+    /// # Panics
+    /// For an MLA signature, whose caches are made from their own geometry
+    /// ([`MlaCache::new`]); only the MLA family's plans hold them.
     pub fn new(signature: CacheSignature, geometry: CacheGeometry, window: usize) -> Self {
         match signature {
+            CacheSignature::Mla { .. } => {
+                unreachable!("an MLA cache is made with MlaCache::new from its MlaGeometry")
+            }
             CacheSignature::Plain => AnyCache::Plain(KvCache::new(geometry)),
             CacheSignature::Rotating => AnyCache::Rotating(RotatingKvCache::new(geometry, window)),
             CacheSignature::Quant(q) => AnyCache::Quant(QuantizedKvCache::new(geometry, q)),
@@ -108,6 +120,9 @@ impl AnyCache {
             AnyCache::Rotating(_) => CacheSignature::Rotating,
             AnyCache::Quant(c) => CacheSignature::Quant(c.spec()),
             AnyCache::RotatingQuant(c) => CacheSignature::RotatingQuant(c.spec()),
+            AnyCache::Mla(c) => CacheSignature::Mla {
+                indexer: c.has_indexer(),
+            },
         }
     }
 
@@ -118,22 +133,20 @@ impl AnyCache {
             AnyCache::Rotating(c) => c.offset(),
             AnyCache::Quant(c) => c.offset(),
             AnyCache::RotatingQuant(c) => c.offset(),
-        }
-    }
-
-    /// The geometry the cache was made for.
-    pub fn geometry(&self) -> CacheGeometry {
-        match self {
-            AnyCache::Plain(c) => c.geometry(),
-            AnyCache::Rotating(c) => c.geometry(),
-            AnyCache::Quant(c) => c.geometry(),
-            AnyCache::RotatingQuant(c) => c.geometry(),
+            AnyCache::Mla(c) => c.offset(),
         }
     }
 
     /// Bytes per token of this cache's representation.
     pub fn bytes_per_token(&self) -> usize {
-        self.geometry().bytes_per_token(self.signature().quant())
+        let quant = self.signature().quant();
+        match self {
+            AnyCache::Plain(c) => c.geometry().bytes_per_token(quant),
+            AnyCache::Rotating(c) => c.geometry().bytes_per_token(quant),
+            AnyCache::Quant(c) => c.geometry().bytes_per_token(quant),
+            AnyCache::RotatingQuant(c) => c.geometry().bytes_per_token(quant),
+            AnyCache::Mla(c) => c.geometry().bytes_per_token(),
+        }
     }
 
     /// Bytes currently held by the cache's buffers.
@@ -143,6 +156,7 @@ impl AnyCache {
             AnyCache::Rotating(c) => c.nbytes(),
             AnyCache::Quant(c) => c.nbytes(),
             AnyCache::RotatingQuant(c) => c.nbytes(),
+            AnyCache::Mla(c) => c.nbytes(),
         }
     }
 
@@ -167,6 +181,13 @@ impl AnyCache {
                 let (keys, values) = c.update_and_fetch(keys, values)?;
                 Kv::Quant { keys, values, spec }
             }
+            AnyCache::Mla(_) => {
+                return Err(Error::Request(
+                    "an MLA cache holds a latent, not K/V: its layers write it with \
+                     MlaCache::update_and_fetch"
+                        .into(),
+                ));
+            }
         })
     }
 
@@ -177,13 +198,14 @@ impl AnyCache {
             AnyCache::Quant(c) => c.rope_offset(),
             AnyCache::Rotating(c) => c.rope_offset(),
             AnyCache::RotatingQuant(c) => c.rope_offset(),
+            AnyCache::Mla(c) => c.rope_offset(),
         }
     }
 
     /// Whether rows of different lengths can share this kind of cache (growing kinds:
     /// a ring's slots are positions modulo its size).
     pub fn is_batchable(&self) -> bool {
-        !self.signature().is_rotating()
+        !self.signature().is_rotating() && !matches!(self, AnyCache::Mla(_))
     }
 
     /// The rows of `parts` (caches of one kind, at the same place in one model) as one
@@ -245,13 +267,18 @@ impl AnyCache {
             AnyCache::Quant(c) => ragged::mask(c.offset(), c.padding(), n),
             AnyCache::Rotating(c) => mask::rotating_mask(n, c.offset(), c.max_size(), window),
             AnyCache::RotatingQuant(c) => mask::rotating_mask(n, c.offset(), c.max_size(), window),
+            // mlx-lm asks for the causal mask as an array here (`return_array=True`).
+            AnyCache::Mla(c) if n > 1 => {
+                Ok(AttnMask::Array(mask::causal_mask(n, c.offset(), None)?))
+            }
+            AnyCache::Mla(_) => Ok(AttnMask::None),
         }
     }
 
     /// Whether `trim` may be called (rings only before they fill).
     pub fn is_trimmable(&self) -> bool {
         match self {
-            AnyCache::Plain(_) | AnyCache::Quant(_) => true,
+            AnyCache::Plain(_) | AnyCache::Quant(_) | AnyCache::Mla(_) => true,
             AnyCache::Rotating(c) => c.offset() < c.max_size(),
             AnyCache::RotatingQuant(c) => c.offset() < c.max_size(),
         }
@@ -274,6 +301,7 @@ impl AnyCache {
             AnyCache::Rotating(c) => c.trim(n),
             AnyCache::Quant(c) => c.trim(n),
             AnyCache::RotatingQuant(c) => c.trim(n),
+            AnyCache::Mla(c) => c.trim(n),
         })
     }
 
@@ -286,6 +314,10 @@ impl AnyCache {
             AnyCache::Rotating(c) => Ok(AnyCache::RotatingQuant(c.to_quantized(spec)?)),
             AnyCache::Quant(c) if c.spec() == spec => Ok(AnyCache::Quant(c)),
             AnyCache::RotatingQuant(c) if c.spec() == spec => Ok(AnyCache::RotatingQuant(c)),
+            AnyCache::Mla(_) => Err(Error::Cache {
+                cache: cache_index,
+                message: format!("an MLA cache has no quantized kind (asked for {spec})"),
+            }),
             other => Err(Error::Cache {
                 cache: cache_index,
                 message: format!("already {}, cannot become {spec}", other.signature()),
@@ -300,6 +332,7 @@ impl AnyCache {
             AnyCache::Rotating(c) => c.arrays(),
             AnyCache::Quant(c) => c.arrays(),
             AnyCache::RotatingQuant(c) => c.arrays(),
+            AnyCache::Mla(c) => c.arrays(),
         }
     }
 }

@@ -5,7 +5,9 @@
 pub mod barrier;
 pub mod gemma4;
 pub mod llama;
+pub mod mla;
 pub mod segments;
+pub mod step;
 
 use mlx_rs::Array;
 

@@ -166,7 +166,7 @@ fn dequantized(t: &QuantTriple, group: i32, bits: i32) -> Result<Array> {
 }
 
 /// `finfo(dtype).min` as the Python float the reference passes.
-fn finfo_min(dtype: Dtype) -> f64 {
+pub(crate) fn finfo_min(dtype: Dtype) -> f64 {
     match dtype {
         Dtype::Bfloat16 => -3.3895313892515355e38,
         Dtype::Float16 => -65504.0,

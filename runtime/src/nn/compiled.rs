@@ -17,6 +17,7 @@ pub type Key = (&'static str, u64);
 
 thread_local! {
     static COMPILED: RefCell<HashMap<Key, Compiled>> = RefCell::new(HashMap::new());
+    static COMPILED_SHAPED: RefCell<HashMap<Key, Compiled>> = RefCell::new(HashMap::new());
 }
 
 /// Runs the compiled function `key` (compiled from `f`, shapeless, at its first use on
@@ -39,5 +40,32 @@ pub fn call(
         compiled(&args)?
             .pop()
             .ok_or_else(|| Error::Unsupported(format!("the compiled {} returned nothing", key.0)))
+    })
+}
+
+/// Runs the compiled function `key` (compiled from `f` at its first use on this thread,
+/// shapeless when `shapeless`; else MLX recompiles it for each new input shape, as
+/// `mx.compile` does without `shapeless=True`) on `args`, returning all its outputs.
+pub fn call_many(
+    key: Key,
+    args: &[&Array],
+    shapeless: bool,
+    f: impl Fn(&[Array]) -> Result<Vec<Array>> + 'static,
+) -> Result<Vec<Array>> {
+    let cache = if shapeless {
+        &COMPILED
+    } else {
+        &COMPILED_SHAPED
+    };
+    cache.with(|c| {
+        let mut c = c.borrow_mut();
+        let compiled = c.entry(key).or_insert_with(|| {
+            let traced = move |a: &[Array]| -> std::result::Result<Vec<Array>, Exception> {
+                f(a).map_err(|e| Exception::custom(e.to_string()))
+            };
+            Box::new(mlx_rs::transforms::compile::compile(traced, shapeless))
+        });
+        let args: Vec<Array> = args.iter().map(|a| (*a).clone()).collect();
+        Ok(compiled(&args)?)
     })
 }

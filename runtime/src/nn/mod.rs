@@ -12,6 +12,7 @@ pub mod linear;
 pub mod mask;
 pub mod mlp;
 pub mod moe;
+pub mod multi_linear;
 pub mod norm;
 pub mod residual;
 pub mod rope;

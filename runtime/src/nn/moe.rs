@@ -103,32 +103,47 @@ impl Moe {
     }
 
     fn switch_glu(&self, x: &Array, indices: &Array, compiled: bool) -> Result<Array> {
-        let x = x.expand_dims_axes(&[-2, -3])?;
-        // Many pairs: sort them so each expert's rows are contiguous.
-        let sort = indices.size() >= 64;
-        let (x, idx, inv) = if sort {
-            let m = indices.dim(-1);
-            let flat = indices.flatten(None, None)?;
-            let order = mlx_rs::ops::argsort_axis(&flat, -1)?;
-            let inv = mlx_rs::ops::argsort_axis(&order, -1)?;
-            let rows =
-                mlx_rs::ops::floor_divide(&order, Array::from_int(m).as_dtype(order.dtype())?)?;
-            let x = x.flatten(0, -3)?.take_axis(&rows, 0)?;
-            (x, flat.take_axis(&order, 0)?, Some(inv))
-        } else {
-            (x, indices.clone(), None)
-        };
-        let up = self.up.forward(&x, &idx, sort)?;
-        let gate = self.gate.forward(&x, &idx, sort)?;
-        let mut y = self
-            .down
-            .forward(&geglu(&gate, &up, compiled)?, &idx, sort)?;
-        if let Some(inv) = inv {
-            y = y.take_axis(&inv, 0)?;
-            y = mlx_rs::ops::unflatten(&y, 0, indices.shape())?;
-        }
-        Ok(y.squeeze_axes(&[-2])?)
+        switch_glu(
+            [&self.gate, &self.up, &self.down],
+            x,
+            indices,
+            |gate, up| geglu(gate, up, compiled),
+        )
     }
+}
+
+/// mlx-lm's `SwitchGLU` over `[gate, up, down]`: `x` (`[.., H]`) through the experts of
+/// `indices` (`[.., K]`), `down(activation(gate(x), up(x)))` per pair, `[.., K, H]`. With
+/// 64 or more pairs they are sorted by expert first (and unsorted after), as the
+/// reference sorts them.
+pub fn switch_glu(
+    [gate, up, down]: [&SwitchLinear; 3],
+    x: &Array,
+    indices: &Array,
+    activation: impl Fn(&Array, &Array) -> Result<Array>,
+) -> Result<Array> {
+    let x = x.expand_dims_axes(&[-2, -3])?;
+    // Many pairs: sort them so each expert's rows are contiguous.
+    let sort = indices.size() >= 64;
+    let (x, idx, inv) = if sort {
+        let m = indices.dim(-1);
+        let flat = indices.flatten(None, None)?;
+        let order = mlx_rs::ops::argsort_axis(&flat, -1)?;
+        let inv = mlx_rs::ops::argsort_axis(&order, -1)?;
+        let rows = mlx_rs::ops::floor_divide(&order, Array::from_int(m).as_dtype(order.dtype())?)?;
+        let x = x.flatten(0, -3)?.take_axis(&rows, 0)?;
+        (x, flat.take_axis(&order, 0)?, Some(inv))
+    } else {
+        (x, indices.clone(), None)
+    };
+    let u = up.forward(&x, &idx, sort)?;
+    let g = gate.forward(&x, &idx, sort)?;
+    let mut y = down.forward(&activation(&g, &u)?, &idx, sort)?;
+    if let Some(inv) = inv {
+        y = y.take_axis(&inv, 0)?;
+        y = mlx_rs::ops::unflatten(&y, 0, indices.shape())?;
+    }
+    Ok(y.squeeze_axes(&[-2])?)
 }
 
 /// How the router picks its K experts.

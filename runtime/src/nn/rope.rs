@@ -1,6 +1,7 @@
 //! Rotary position embeddings: the default type, Gemma 4's proportional type
-//! (gemma4.md §3.6), Llama 3's scaled type, the linear type and LongRoPE. All rotate
-//! halves (`traditional = false`).
+//! (gemma4.md §3.6), Llama 3's scaled type, the linear type, LongRoPE and YaRN. They
+//! rotate halves (`traditional = false`), or adjacent pairs through
+//! [`Rope::apply_interleaved_at`] (the MLA family's `traditional = True`).
 
 use mlx_rs::{Array, Dtype};
 
@@ -71,6 +72,48 @@ pub enum Rope {
         /// The input scale (1 when the context is not extended past the original).
         mscale: f64,
     },
+    /// mlx-lm's `YarnRoPE` without an input scale (its `mscale / mscale_all_dim` ratio
+    /// is 1, as in DeepSeek-V3.2): `fast::rope` with the blended frequencies.
+    Yarn {
+        /// Rotated dims (the first `dims` of the last axis).
+        dims: i32,
+        /// `dims / 2` frequencies.
+        freqs: Array,
+    },
+}
+
+/// YaRN (`rope_scaling` with `type: yarn`), as mlx-lm's `YarnRoPE` reads it.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct YarnScaling {
+    /// factor.
+    pub factor: f64,
+    /// original_max_position_embeddings (default 4096).
+    pub original_max_position_embeddings: f64,
+    /// beta_fast (default 32).
+    pub beta_fast: f64,
+    /// beta_slow (default 1).
+    pub beta_slow: f64,
+    /// mscale (default 1).
+    pub mscale: f64,
+    /// mscale_all_dim (default 0).
+    pub mscale_all_dim: f64,
+}
+
+impl YarnScaling {
+    /// `yarn_get_mscale(factor, m)`: `0.1 m ln(factor) + 1` past factor 1, else 1.
+    pub fn get_mscale(factor: f64, m: f64) -> f64 {
+        if factor <= 1.0 {
+            1.0
+        } else {
+            0.1 * m * factor.ln() + 1.0
+        }
+    }
+
+    /// The input scale `YarnRoPE` multiplies the rotated dims by.
+    pub fn input_scale(&self) -> f64 {
+        Self::get_mscale(self.factor, self.mscale)
+            / Self::get_mscale(self.factor, self.mscale_all_dim)
+    }
 }
 
 /// LongRoPE (`rope_scaling` with `rope_type: longrope`), as mlx-lm's `SuScaledRoPE` reads
@@ -196,28 +239,72 @@ impl Rope {
         })
     }
 
+    /// YaRN over `dims` dims, the frequency table built with f32 device ops in
+    /// mlx-lm's order (`base ** (arange(0, dims, 2) / dims)`, the correction range in
+    /// f64 on the host as Python computes it, the linear ramp, the blend).
+    pub fn yarn(dims: usize, theta: f64, s: YarnScaling) -> Result<Self> {
+        use super::scalar::{div, radd, rmul, scalar};
+        let d = dims as i32;
+        let correction = |rotations: f64| {
+            (dims as f64
+                * (s.original_max_position_embeddings / (rotations * 2.0 * std::f64::consts::PI))
+                    .ln())
+                / (2.0 * theta.ln())
+        };
+        let low = correction(s.beta_fast).floor().max(0.0);
+        let high = correction(s.beta_slow).ceil().min((dims - 1) as f64);
+        let high = if low == high { high + 0.001 } else { high };
+        let exponents = div(&Array::arange::<f64, f32>(0.0, d as f64, 2.0)?, d as f64)?;
+        let freq_extra = mlx_rs::ops::power(scalar(theta, Dtype::Float32)?, &exponents)?;
+        let freq_inter = rmul(s.factor, &freq_extra)?;
+        let ramp = div(
+            &super::scalar::radd(-low, &Array::arange::<f64, f32>(0.0, (d / 2) as f64, 1.0)?)?,
+            high - low,
+        )?;
+        let ramp = mlx_rs::ops::clip(&ramp, (0.0f32, 1.0f32))?;
+        let freq_mask = radd(1.0, &rmul(-1.0, &ramp)?)?;
+        let one_minus_mask = radd(1.0, &rmul(-1.0, &freq_mask)?)?;
+        let numerator = mlx_rs::ops::multiply(&freq_inter, &freq_extra)?;
+        let denominator = mlx_rs::ops::add(
+            &mlx_rs::ops::multiply(&freq_inter, &freq_mask)?,
+            &mlx_rs::ops::multiply(&freq_extra, &one_minus_mask)?,
+        )?;
+        let freqs = mlx_rs::ops::divide(&numerator, &denominator)?;
+        freqs.eval()?;
+        Ok(Rope::Yarn { dims: d, freqs })
+    }
+
     /// Rotates `x` (`[B, heads, L, D]`) for positions starting at `offset`: one start
     /// for every row, or one per row ([`RopeOffset::Rows`], a batch whose rows hold
     /// different numbers of tokens). A row's bytes are those of the uniform call at its
     /// own offset.
     pub fn apply_at(&self, x: &Array, offset: &RopeOffset) -> Result<Array> {
+        self.rotate(x, offset, false)
+    }
+
+    /// [`Rope::apply_at`] rotating adjacent pairs (`traditional = True`).
+    pub fn apply_interleaved_at(&self, x: &Array, offset: &RopeOffset) -> Result<Array> {
+        self.rotate(x, offset, true)
+    }
+
+    fn rotate(&self, x: &Array, offset: &RopeOffset, traditional: bool) -> Result<Array> {
         // MLX's rope with an int offset or with an array of them, same arguments else.
         let rotate =
             |x: &Array, dims: i32, base: Option<f32>, scale: f32, freqs: Option<&Array>| {
                 match offset {
                     RopeOffset::Uniform(o) => {
-                        mlx_rs::fast::rope(x, dims, false, base, scale, *o, freqs)
+                        mlx_rs::fast::rope(x, dims, traditional, base, scale, *o, freqs)
                     }
                     RopeOffset::Rows(o) => {
-                        mlx_rs::fast::rope_dynamic(x, dims, false, base, scale, o, freqs)
+                        mlx_rs::fast::rope_dynamic(x, dims, traditional, base, scale, o, freqs)
                     }
                 }
             };
         Ok(match self {
             Rope::Default { dims, base } => rotate(x, *dims, Some(*base), 1.0, None)?,
-            Rope::Proportional { dims, freqs } | Rope::Llama3 { dims, freqs } => {
-                rotate(x, *dims, None, 1.0, Some(freqs))?
-            }
+            Rope::Proportional { dims, freqs }
+            | Rope::Llama3 { dims, freqs }
+            | Rope::Yarn { dims, freqs } => rotate(x, *dims, None, 1.0, Some(freqs))?,
             Rope::Linear { dims, base, scale } => rotate(x, *dims, Some(*base), *scale, None)?,
             Rope::LongRope {
                 dims,

@@ -10,6 +10,7 @@ use super::header::TensorDtype;
 use crate::error::{Error, Result};
 use crate::nn::linear::QuantizedWeight;
 use crate::nn::moe::SwitchLinear;
+use crate::nn::multi_linear::MultiLinear;
 use crate::nn::{Embedding, Linear};
 use crate::quantization::{QuantSpec, QuantizationMap};
 
@@ -243,6 +244,16 @@ impl Loaded {
                 weight: self.take(&format!("{module}.weight"))?,
             },
             Storage::Quantized(spec) => SwitchLinear::Quantized(self.quantized(module, spec)?),
+        })
+    }
+
+    /// A per-head linear layer.
+    pub fn multi_linear(&mut self, module: &str, storage: Storage) -> Result<MultiLinear> {
+        Ok(match storage {
+            Storage::Float => MultiLinear::Float {
+                weight: self.take(&format!("{module}.weight"))?,
+            },
+            Storage::Quantized(spec) => MultiLinear::Quantized(self.quantized(module, spec)?),
         })
     }
 

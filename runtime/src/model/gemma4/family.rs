@@ -19,7 +19,7 @@ use crate::family::{
     AnyConfig, Family, FamilyModel, Loaded, ModelConfig, RandomTensors, WeightFacts,
 };
 use crate::kv_layout::KvLayout;
-use crate::memory::{CacheShape, MemoryShape, product, sum};
+use crate::memory::{CacheShape, CacheWidth, MemoryShape, product, sum};
 use crate::model::LanguageModel;
 use crate::model::barrier::{self, Barrier, FeedForward};
 use crate::options::ExecOptions;
@@ -134,8 +134,10 @@ impl ModelConfig for Gemma4Config {
             .map(|(i, l)| CacheShape {
                 cache: i,
                 signature: l.cache,
-                kv_heads: self.kv_heads(i),
-                head_dim: self.head_dim_of(i),
+                width: CacheWidth::KeysValues {
+                    kv_heads: self.kv_heads(i),
+                    head_dim: self.head_dim_of(i),
+                },
                 window: match l.attention {
                     LayerType::Sliding => Some(self.sliding_window as u64),
                     LayerType::Full => None,

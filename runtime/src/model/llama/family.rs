@@ -18,7 +18,7 @@ use crate::family::{
     AnyConfig, Family, FamilyModel, Loaded, ModelConfig, RandomTensors, WeightFacts,
 };
 use crate::kv_layout::KvLayout;
-use crate::memory::{CacheShape, MemoryShape, product, sum};
+use crate::memory::{CacheShape, CacheWidth, MemoryShape, product, sum};
 use crate::model::LanguageModel;
 use crate::model::barrier::{self, Barrier, FeedForward};
 use crate::options::ExecOptions;
@@ -117,8 +117,10 @@ impl ModelConfig for LlamaConfig {
             .map(|(i, signature)| CacheShape {
                 cache: i,
                 signature,
-                kv_heads: self.num_key_value_heads,
-                head_dim: self.head_dim,
+                width: CacheWidth::KeysValues {
+                    kv_heads: self.num_key_value_heads,
+                    head_dim: self.head_dim,
+                },
                 window: None,
             })
             .collect();
