@@ -130,7 +130,7 @@ pub fn main(a: Args) -> Result<()> {
         ),
         None => outln!(
             out,
-            "weights      none in the folder (every layer scalar assumed present)"
+            "weights      none in the folder (the plan assumes the tensors as published checkpoints have them)"
         ),
     }
     outln!(

@@ -43,8 +43,8 @@ pub enum DtypeArg {
 #[derive(Debug, clap::Args)]
 #[command(group(clap::ArgGroup::new("source").required(true).args(["preset", "config"])))]
 pub struct Args {
-    /// A preset: gemma4-e2b, gemma4-e4b, gemma4-12b, gemma4-26b-a4b, gemma4-31b,
-    /// llama-3.2-1b, qwen3-0.6b.
+    /// A preset: a folder of generated/models (gemma4-e4b, llama-3.2-1b, qwen3-0.6b,
+    /// minicpm4-8b, glm-5, glm-5.2, deepseek-v3.2, ...).
     #[arg(long, value_name = "NAME")]
     preset: Option<String>,
     /// A config.json to synthesize instead of a preset.

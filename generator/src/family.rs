@@ -8,6 +8,7 @@ use quote::{format_ident, quote};
 use runtime::config::LayerType;
 use runtime::plan::FamilyId;
 use runtime::quantization::QuantSpec;
+use runtime::signature::CacheSignature;
 
 use crate::layer::quant_spec;
 use crate::stage::{PostStage, PreStage};
@@ -441,7 +442,7 @@ impl FamilyCode for MlaCode {
     }
 
     fn block_imports(&self) -> Vec<TokenStream> {
-        vec![quote!(PreAttention)]
+        vec![quote!(IndexInputs), quote!(PreAttention)]
     }
 
     fn step_imports(&self) -> Vec<TokenStream> {
@@ -456,8 +457,12 @@ impl FamilyCode for MlaCode {
         quote!(&m.rope)
     }
 
-    fn pre_stage(&self, _v: &PreStage) -> TokenStream {
-        quote!(blocks::pre_attention(m, w, &h))
+    fn pre_stage(&self, v: &PreStage) -> TokenStream {
+        if v.own_indexer {
+            quote!(blocks::pre_attention_indexed(m, w, &h))
+        } else {
+            quote!(blocks::pre_attention(m, w, &h))
+        }
     }
 
     fn post_stage(&self, v: &PostStage) -> TokenStream {
@@ -475,25 +480,39 @@ impl FamilyCode for MlaCode {
         }
     }
 
-    fn pre_outputs(&self, _key: &PreStage) -> &'static str {
-        "[q_nope, q_pe, latent, k_pe, index_q, index_k, index_weights]"
+    fn pre_outputs(&self, key: &PreStage) -> &'static str {
+        if key.own_indexer {
+            "[q_nope, q_pe, latent, k_pe, index_q, index_k, index_weights]"
+        } else {
+            "[q_nope, q_pe, latent, k_pe]"
+        }
     }
 
-    fn donor_attention(&self, _v: &Variant, pre: &Ident) -> Option<TokenStream> {
+    fn donor_attention(&self, v: &Variant, pre: &Ident) -> Option<TokenStream> {
+        let (outputs, index) = if own_indexer(v) {
+            (
+                quote!([q_nope, q_pe, latent, k_pe, index_q, index_k, index_weights]),
+                quote!(Some(IndexInputs {
+                    q: index_q,
+                    k: index_k,
+                    weights: index_weights,
+                })),
+            )
+        } else {
+            (quote!([q_nope, q_pe, latent, k_pe]), quote!(None))
+        };
         Some(quote! {
-            let [q_nope, q_pe, latent, k_pe, index_q, index_k, index_weights] =
-                s.run(i, Stage::Pre, #pre, &[h])?;
+            let #outputs = s.run(i, Stage::Pre, #pre, &[h])?;
             let pre = PreAttention {
                 q_nope,
                 q_pe,
                 latent,
                 k_pe,
-                index_q,
-                index_k,
-                index_weights,
+                index: #index,
             };
             let attn = &m.weights.layers[i].attn;
-            let o = blocks::latent_attention(m, attn, i, cache, pre, s.mask(LayerType::Full))?;
+            let (mask, chosen) = s.mask_and_carry(LayerType::Full);
+            let o = blocks::latent_attention(m, attn, i, cache, pre, mask, chosen)?;
         })
     }
 
@@ -514,4 +533,9 @@ impl FamilyCode for MlaCode {
     fn mlp_phrase(&self) -> &'static str {
         "SwiGLU feed-forward"
     }
+}
+
+/// Whether an MLA layer runs its own indexer (its cache holds the indexer's keys).
+fn own_indexer(v: &Variant) -> bool {
+    v.cache == CacheSignature::Mla { indexer: true }
 }

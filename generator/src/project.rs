@@ -20,7 +20,7 @@ pub const MODELS_MOD: &str = "generated/src/models/mod.rs";
 /// The generated registry.
 pub const REGISTRY: &str = "generated/src/registry.rs";
 /// The presets shipped with the repository.
-pub const PRESETS: [&str; 11] = [
+pub const PRESETS: [&str; 12] = [
     "gemma4-e2b",
     "gemma4-e4b",
     "gemma4-12b",
@@ -31,6 +31,7 @@ pub const PRESETS: [&str; 11] = [
     "minicpm4-8b",
     "minicpm-2b",
     "glm-5",
+    "glm-5.2",
     "deepseek-v3.2",
 ];
 

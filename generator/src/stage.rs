@@ -29,6 +29,8 @@ pub struct PreStage {
     pub k_eq_v: bool,
     /// Queries and keys are RMS-normed over the head dim (Llama family: Qwen3).
     pub qk_norm: bool,
+    /// The layer runs its own DSA indexer (MLA family).
+    pub own_indexer: bool,
 }
 
 impl PreStage {
@@ -40,14 +42,20 @@ impl PreStage {
             attention: v.attention,
             k_eq_v: v.k_eq_v,
             qk_norm: v.qk_norm,
+            own_indexer: v.cache == runtime::signature::CacheSignature::Mla { indexer: true },
         }
     }
 
-    /// `pre_{donor|sharer}_{sliding|full}` then `_keqv`, `_qknorm` as they apply.
+    /// `pre_{donor|sharer}_{sliding|full}` then `_keqv`, `_qknorm`, `_indexer` as they
+    /// apply.
     pub fn ident(&self) -> Ident {
         let role = if self.donor { "donor" } else { "sharer" };
         let mut name = format!("pre_{role}_{}", self.attention);
-        for (on, suffix) in [(self.k_eq_v, "_keqv"), (self.qk_norm, "_qknorm")] {
+        for (on, suffix) in [
+            (self.k_eq_v, "_keqv"),
+            (self.qk_norm, "_qknorm"),
+            (self.own_indexer, "_indexer"),
+        ] {
             if on {
                 name.push_str(suffix);
             }

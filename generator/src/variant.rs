@@ -180,9 +180,11 @@ impl Variant {
     pub fn describe(&self) -> String {
         if let CacheSignature::Mla { indexer } = self.cache {
             let mut s = String::from("Multi-head latent attention over its own float latent cache");
-            if indexer {
-                s.push_str(", sparse past `index_topk` keys by its own DSA indexer");
-            }
+            s.push_str(if indexer {
+                ", sparse past `index_topk` keys by its own DSA indexer"
+            } else {
+                ", over the keys the last layer with an indexer chose this step"
+            });
             s.push_str("; ");
             s.push_str(crate::family::of(self.family).mlp_phrase());
             s.push_str(if self.moe {

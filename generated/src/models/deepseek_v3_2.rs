@@ -13,7 +13,7 @@
 use runtime::cache::{AnyCache, MlaCache};
 use runtime::error::Result;
 use runtime::mlx_rs::Array;
-use runtime::model::mla::blocks::{self, PreAttention};
+use runtime::model::mla::blocks::{self, IndexInputs, PreAttention};
 use runtime::config::LayerType;
 use runtime::model::mla::step::{self, DecodeSegments, Stage, Step};
 use runtime::model::mla::Mla;
@@ -96,10 +96,10 @@ const LATENT_INDEXED: CacheSignature = CacheSignature::Mla {
 
 /// Before RoPE and the cache update of layers 0-60: `[h] -> [q_nope, q_pe, latent, k_pe,
 /// index_q, index_k, index_weights]`.
-fn pre_donor_full(m: &Mla, i: usize, a: &[Array]) -> Result<Vec<Array>> {
-    let [h] = step::args("pre_donor_full", i, a)?;
+fn pre_donor_full_indexer(m: &Mla, i: usize, a: &[Array]) -> Result<Vec<Array>> {
+    let [h] = step::args("pre_donor_full_indexer", i, a)?;
     let w = &m.weights.layers[i];
-    blocks::pre_attention(m, w, &h)
+    blocks::pre_attention_indexed(m, w, &h)
 }
 
 /// After attention of layers 0-2: `[h, o] -> [h]`.
@@ -130,18 +130,21 @@ fn donor_full_latentidx(
 ) -> Result<Array> {
     let m = s.m;
     let [q_nope, q_pe, latent, k_pe, index_q, index_k, index_weights] = s
-        .run(i, Stage::Pre, pre_donor_full, &[h])?;
+        .run(i, Stage::Pre, pre_donor_full_indexer, &[h])?;
     let pre = PreAttention {
         q_nope,
         q_pe,
         latent,
         k_pe,
-        index_q,
-        index_k,
-        index_weights,
+        index: Some(IndexInputs {
+            q: index_q,
+            k: index_k,
+            weights: index_weights,
+        }),
     };
     let attn = &m.weights.layers[i].attn;
-    let o = blocks::latent_attention(m, attn, i, cache, pre, s.mask(LayerType::Full))?;
+    let (mask, chosen) = s.mask_and_carry(LayerType::Full);
+    let o = blocks::latent_attention(m, attn, i, cache, pre, mask, chosen)?;
     let [h] = s.run(i, Stage::Post, post_dense, &[h, &o])?;
     Ok(h)
 }
@@ -157,18 +160,21 @@ fn donor_full_latentidx_moe(
 ) -> Result<Array> {
     let m = s.m;
     let [q_nope, q_pe, latent, k_pe, index_q, index_k, index_weights] = s
-        .run(i, Stage::Pre, pre_donor_full, &[h])?;
+        .run(i, Stage::Pre, pre_donor_full_indexer, &[h])?;
     let pre = PreAttention {
         q_nope,
         q_pe,
         latent,
         k_pe,
-        index_q,
-        index_k,
-        index_weights,
+        index: Some(IndexInputs {
+            q: index_q,
+            k: index_k,
+            weights: index_weights,
+        }),
     };
     let attn = &m.weights.layers[i].attn;
-    let o = blocks::latent_attention(m, attn, i, cache, pre, s.mask(LayerType::Full))?;
+    let (mask, chosen) = s.mask_and_carry(LayerType::Full);
+    let o = blocks::latent_attention(m, attn, i, cache, pre, mask, chosen)?;
     let [h] = s.run(i, Stage::Post, post_moe, &[h, &o])?;
     Ok(h)
 }

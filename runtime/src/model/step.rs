@@ -16,6 +16,10 @@ use crate::nn::mask::AttnMask;
 
 /// A [`Staged`] model whose every layer attends under the one mask of its first cache.
 pub trait OneMask: Staged {
+    /// What a step carries from layer to layer besides the residual stream (the MLA
+    /// family's last indexer choice; nothing for Llama).
+    type Carry: Default;
+
     /// The mask of an `n`-token step over `caches`.
     fn step_mask(caches: &[AnyCache], n: usize) -> Result<AttnMask>;
 }
@@ -26,6 +30,8 @@ pub struct Step<'a, M: OneMask> {
     pub m: &'a M,
     /// The residual stream entering layer 0.
     pub h: Array,
+    /// What the layers hand on to later ones ([`OneMask::Carry`]).
+    pub carry: M::Carry,
     mask: AttnMask,
     segments: Option<&'a mut DecodeSegments>,
     /// Which stages run compiled when `segments` is set.
@@ -46,6 +52,7 @@ impl<'a, M: OneMask> Step<'a, M> {
         Ok(Step {
             m,
             h,
+            carry: M::Carry::default(),
             mask,
             segments,
             stages: compiled_stages(m.options()),
@@ -55,6 +62,11 @@ impl<'a, M: OneMask> Step<'a, M> {
     /// The mask of a layer type (every layer of these families is full attention).
     pub fn mask(&self, _t: LayerType) -> &AttnMask {
         &self.mask
+    }
+
+    /// The mask with the carried state, for a layer that reads one and updates the other.
+    pub fn mask_and_carry(&mut self, _t: LayerType) -> (&AttnMask, &mut M::Carry) {
+        (&self.mask, &mut self.carry)
     }
 
     /// Runs `stage` of layer `i` on `args`, compiled when this step has segments,

@@ -35,6 +35,8 @@ impl Staged for Llama {
 }
 
 impl OneMask for Llama {
+    type Carry = ();
+
     fn step_mask(caches: &[AnyCache], n: usize) -> Result<AttnMask> {
         blocks::mask(caches, n as i32)
     }

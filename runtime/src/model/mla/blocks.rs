@@ -57,38 +57,82 @@ pub struct PreAttention {
     pub latent: Array,
     /// The step's RoPE key `[B, 1, L, rope]`, not yet rotated.
     pub k_pe: Array,
-    /// The indexer's queries `[B, index_heads, L, index_head_dim]`, not yet rotated.
-    pub index_q: Array,
-    /// The indexer's keys `[B, 1, L, index_head_dim]`, not yet rotated.
-    pub index_k: Array,
-    /// The indexer's per-head weights `[B, index_heads, L, 1]`.
-    pub index_weights: Array,
+    /// The indexer's inputs, for a layer that runs its own indexer.
+    pub index: Option<IndexInputs>,
 }
 
-/// The stage before RoPE and the cache update: `input_layernorm`, the queries, the
-/// latent and RoPE key, the indexer's queries, keys and weights, as
-/// `[q_nope, q_pe, latent, k_pe, index_q, index_k, index_weights]`.
+impl PreAttention {
+    /// The outputs of [`pre_attention`], or of [`pre_attention_indexed`] when
+    /// `own_indexer`, in their order.
+    pub fn from_outputs(outputs: Vec<Array>, own_indexer: bool) -> Result<Self> {
+        let expected = if own_indexer { 7 } else { 4 };
+        if outputs.len() != expected {
+            return Err(Error::Unsupported(format!(
+                "the pre stage returned {} arrays, expected {expected}",
+                outputs.len()
+            )));
+        }
+        let mut it = outputs.into_iter();
+        let mut next = || it.next().expect("counted");
+        let (q_nope, q_pe, latent, k_pe) = (next(), next(), next(), next());
+        let index = own_indexer.then(|| IndexInputs {
+            q: next(),
+            k: next(),
+            weights: next(),
+        });
+        Ok(PreAttention {
+            q_nope,
+            q_pe,
+            latent,
+            k_pe,
+            index,
+        })
+    }
+}
+
+/// The indexer's part of a layer's pre stage.
+#[derive(Debug, Clone)]
+pub struct IndexInputs {
+    /// Its queries `[B, index_heads, L, index_head_dim]`, not yet rotated.
+    pub q: Array,
+    /// Its keys `[B, 1, L, index_head_dim]`, not yet rotated.
+    pub k: Array,
+    /// Its per-head weights `[B, index_heads, L, 1]`.
+    pub weights: Array,
+}
+
+/// The stage before RoPE and the cache update of a layer without its own indexer:
+/// `input_layernorm`, the queries, the latent and RoPE key, as `[q_nope, q_pe, latent,
+/// k_pe]`.
 pub fn pre_attention(m: &Mla, w: &LayerWeights, h: &Array) -> Result<Vec<Array>> {
+    let x = input_norm(m, w, h)?;
+    let (_, q_nope, q_pe) = queries(m, &w.attn, &x)?;
+    let (latent, k_pe) = latent(m, &w.attn, &x)?;
+    Ok(vec![q_nope, q_pe, latent, k_pe])
+}
+
+/// The stage before RoPE and the cache update of a layer with its own indexer:
+/// [`pre_attention`]'s arrays, then the indexer's queries (from the compressed query),
+/// keys and weights: `[q_nope, q_pe, latent, k_pe, index_q, index_k, index_weights]`.
+pub fn pre_attention_indexed(m: &Mla, w: &LayerWeights, h: &Array) -> Result<Vec<Array>> {
+    let ix = w.attn.indexer.as_ref().ok_or_else(|| {
+        Error::Unsupported("a layer planned with its own indexer has no indexer weights".into())
+    })?;
     let x = input_norm(m, w, h)?;
     let (qr, q_nope, q_pe) = queries(m, &w.attn, &x)?;
     let (latent, k_pe) = latent(m, &w.attn, &x)?;
-    let (index_q, index_k) = index_queries_keys(m, &w.attn.indexer, &x, &qr)?;
-    let index_weights = index_weights(m, &w.attn.indexer, &x)?;
-    Ok(vec![
-        q_nope,
-        q_pe,
-        latent,
-        k_pe,
-        index_q,
-        index_k,
-        index_weights,
-    ])
+    let (index_q, index_k) = index_queries_keys(m, ix, &x, &qr)?;
+    let weights = index_weights(m, ix, &x)?;
+    Ok(vec![q_nope, q_pe, latent, k_pe, index_q, index_k, weights])
 }
 
 /// Attention of one layer after its pre stage: RoPE on the queries' and keys' RoPE
-/// parts (the attention's and the indexer's), the cache update, the indexer's top-k
-/// once the cache holds more than `index_topk` keys, attention over the chosen latent
-/// rows. Returns `[B, L, heads · v_head]`, before `o_proj`.
+/// parts (the attention's and the indexer's), the cache update, then the keys to attend
+/// over: for a layer with its own indexer, its top-k once the cache holds more than
+/// `index_topk` keys (written to `chosen` for the layers that share it); for a layer
+/// without, the top-k in `chosen` (the last full layer's of this step; `None` while
+/// that layer kept every key). Attention over the chosen latent rows. Returns
+/// `[B, L, heads · v_head]`, before `o_proj`.
 pub fn latent_attention(
     m: &Mla,
     w: &MlaAttnWeights,
@@ -96,19 +140,30 @@ pub fn latent_attention(
     cache: &mut MlaCache,
     pre: PreAttention,
     mask: &AttnMask,
+    chosen: &mut Option<Array>,
 ) -> Result<Array> {
     let offset = cache.rope_offset();
     let q_pe = rope(m, &pre.q_pe, &offset)?;
     let k_pe = rope(m, &pre.k_pe, &offset)?;
-    let index_q = index_rope(m, &pre.index_q, &offset)?;
-    let index_k = index_rope(m, &pre.index_k, &offset)?;
-    let fetched = cache.update_and_fetch(cache_index, &pre.latent, &k_pe, Some(&index_k))?;
-    let keys = fetched.index_keys.as_ref().ok_or_else(|| Error::Cache {
-        cache: cache_index,
-        message: "returned no indexer keys".into(),
-    })?;
-    let topk = index_topk(m, &index_q, keys, &pre.index_weights, mask)?;
     let queries = pre.q_nope.dim(2);
+    let (fetched, topk) = match &pre.index {
+        Some(ix) => {
+            let index_q = index_rope(m, &ix.q, &offset)?;
+            let index_k = index_rope(m, &ix.k, &offset)?;
+            let fetched =
+                cache.update_and_fetch(cache_index, &pre.latent, &k_pe, Some(&index_k))?;
+            let keys = fetched.index_keys.as_ref().ok_or_else(|| Error::Cache {
+                cache: cache_index,
+                message: "returned no indexer keys".into(),
+            })?;
+            *chosen = index_topk(m, &index_q, keys, &ix.weights, mask)?;
+            (fetched, chosen.clone())
+        }
+        None => (
+            cache.update_and_fetch(cache_index, &pre.latent, &k_pe, None)?,
+            chosen.clone(),
+        ),
+    };
     let (latent, rope_key, mask) = sparse(&fetched, topk.as_ref(), mask, queries)?;
     attend(m, w, &pre.q_nope, &q_pe, &latent, &rope_key, &mask)
 }

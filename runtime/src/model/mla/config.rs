@@ -104,6 +104,26 @@ impl MlaMoe {
     }
 }
 
+/// Whether a layer runs its own DSA indexer (transformers' `indexer_types`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum IndexerType {
+    /// `full`: the layer runs its indexer (and caches its keys).
+    Full,
+    /// `shared`: the layer has no indexer and attends over the keys the last `full`
+    /// layer chose in the same step.
+    Shared,
+}
+
+impl IndexerType {
+    /// `full` or `shared`, as configs spell it.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            IndexerType::Full => "full",
+            IndexerType::Shared => "shared",
+        }
+    }
+}
+
 /// The DeepSeek Sparse Attention indexer.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct MlaIndexer {
@@ -149,6 +169,10 @@ pub struct MlaConfig {
     pub v_head_dim: usize,
     /// The indexer.
     pub indexer: MlaIndexer,
+    /// Per layer, whether it runs its own indexer or reuses the top-k of the last layer
+    /// that does (GLM-5.2's `indexer_types`); every layer is `Full` unless the config
+    /// says otherwise.
+    pub indexer_types: Vec<IndexerType>,
     /// The routed experts, when the model has them.
     pub moe: Option<MlaMoe>,
     /// The RoPE.
@@ -298,21 +322,7 @@ impl MlaConfig {
                 ),
             ));
         }
-        for key in [
-            "indexer_types",
-            "index_topk_freq",
-            "index_skip_topk_offset",
-            "index_topk_pattern",
-        ] {
-            if c.get_non_null(key).is_some() {
-                return Err(c.err(
-                    key,
-                    "a shared-indexer layout (layers reusing an earlier layer's top-k) is \
-                     not supported: mlx-lm 0.32.0 runs an indexer in every layer, and this \
-                     engine computes what it computes",
-                ));
-            }
-        }
+        let indexer_types = read_indexer_types(&c, kind, num_hidden_layers)?;
 
         let topk_method = text("topk_method", "noaux_tc")?;
         if topk_method != "noaux_tc" {
@@ -409,6 +419,37 @@ impl MlaConfig {
             }
         };
 
+        if let Some(types) = c.get_non_null("mlp_layer_types") {
+            // transformers reads this list, mlx-lm `first_k_dense_replace` and
+            // `moe_layer_freq`: both must describe the same layers.
+            let derived: Vec<&str> = (0..num_hidden_layers)
+                .map(|i| match moe {
+                    Some(m) if m.routes(i) => "sparse",
+                    _ => "dense",
+                })
+                .collect();
+            let given: Vec<Option<&str>> = c
+                .array("mlp_layer_types")?
+                .iter()
+                .map(Value::as_str)
+                .collect();
+            let differs = given.iter().zip(&derived).position(|(g, d)| *g != Some(*d));
+            if given.len() != derived.len() || differs.is_some() {
+                let at = match differs {
+                    Some(i) => format!("layer {i} is {}", types[i]),
+                    None => format!("it has {} entries", given.len()),
+                };
+                return Err(c.err(
+                    "mlp_layer_types",
+                    format!(
+                        "disagrees with first_k_dense_replace and moe_layer_freq (which mlx-lm \
+                         reads): expected {} entries, \"dense\" where a layer is dense and \
+                         \"sparse\" where it routes, but {at}",
+                        derived.len()
+                    ),
+                ));
+            }
+        }
         let max_position_embeddings = positive("max_position_embeddings", 2048)?;
         let rms_norm_eps = number("rms_norm_eps", 1e-6)?;
         if !(rms_norm_eps.is_finite() && rms_norm_eps > 0.0) {
@@ -511,6 +552,7 @@ impl MlaConfig {
             qk_rope_head_dim,
             v_head_dim,
             indexer,
+            indexer_types,
             moe,
             rope,
             attention_mscale,
@@ -585,6 +627,10 @@ impl MlaConfig {
             "eos_token_id": self.eos_token_ids,
         });
         let o = out.as_object_mut().expect("an object");
+        if self.indexer_types.contains(&IndexerType::Shared) {
+            let types: Vec<&str> = self.indexer_types.iter().map(|t| t.as_str()).collect();
+            o.insert("indexer_types".into(), json!(types));
+        }
         match self.kind {
             MlaKind::GlmMoeDsa => {
                 scaling["rope_theta"] = json!(theta);
@@ -602,6 +648,114 @@ impl MlaConfig {
         }
         out
     }
+}
+
+/// Each layer's indexer type as transformers 5.17 derives it for `glm_moe_dsa`: an
+/// explicit `indexer_types` list, else `index_topk_pattern` (a string of `F`/`S` or a
+/// list), else `index_topk_freq` (default 1) and `index_skip_topk_offset` (default 2): a
+/// layer is full when `max(i - offset + 1, 0)` is a multiple of the frequency. Without any
+/// of them every layer is full (mlx-lm's model, which knows none of these keys). The first
+/// layer must be full (a shared layer reuses an earlier one's choice). `deepseek_v32`
+/// has no such layout: the keys are refused there.
+fn read_indexer_types(c: &Obj<'_>, kind: MlaKind, layers: usize) -> Result<Vec<IndexerType>> {
+    const KEYS: [&str; 4] = [
+        "indexer_types",
+        "index_topk_pattern",
+        "index_topk_freq",
+        "index_skip_topk_offset",
+    ];
+    if kind == MlaKind::DeepseekV32 {
+        if let Some(key) = KEYS.iter().find(|k| c.get_non_null(k).is_some()) {
+            return Err(c.err(
+                key,
+                "deepseek_v32 has no shared-indexer layout (every layer runs its indexer); \
+                 remove it, or use model_type glm_moe_dsa",
+            ));
+        }
+        return Ok(vec![IndexerType::Full; layers]);
+    }
+    let parse = |key: &str, items: &[Value]| -> Result<Vec<IndexerType>> {
+        items
+            .iter()
+            .enumerate()
+            .map(|(i, v)| match v.as_str() {
+                Some("full") => Ok(IndexerType::Full),
+                Some("shared") => Ok(IndexerType::Shared),
+                _ => Err(c.err(
+                    &format!("{key}[{i}]"),
+                    format!("expected \"full\" or \"shared\", found {v}"),
+                )),
+            })
+            .collect()
+    };
+    let (key, types) = if c.get_non_null("indexer_types").is_some() {
+        (
+            "indexer_types",
+            parse("indexer_types", c.array("indexer_types")?)?,
+        )
+    } else if let Some(p) = c.get_non_null("index_topk_pattern") {
+        let types = match p {
+            Value::String(text) => text
+                .chars()
+                .enumerate()
+                .map(|(i, ch)| match ch {
+                    'F' => Ok(IndexerType::Full),
+                    'S' => Ok(IndexerType::Shared),
+                    other => Err(c.err(
+                        "index_topk_pattern",
+                        format!("character {i} is {other:?}; expected F (full) or S (shared)"),
+                    )),
+                })
+                .collect::<Result<Vec<_>>>()?,
+            _ => parse("index_topk_pattern", c.array("index_topk_pattern")?)?,
+        };
+        ("index_topk_pattern", types)
+    } else {
+        let freq = match c.get_non_null("index_topk_freq") {
+            Some(v) => match v.as_i64() {
+                Some(f) => f.max(1) as usize,
+                None => {
+                    return Err(c.err("index_topk_freq", format!("expected an integer, found {v}")));
+                }
+            },
+            None => 1,
+        };
+        let offset = match c.get_non_null("index_skip_topk_offset") {
+            Some(v) => v.as_i64().ok_or_else(|| {
+                c.err(
+                    "index_skip_topk_offset",
+                    format!("expected an integer, found {v}"),
+                )
+            })?,
+            None => 2,
+        };
+        let types = (0..layers as i64)
+            .map(|i| {
+                if (i - offset + 1).max(0) % freq as i64 == 0 {
+                    IndexerType::Full
+                } else {
+                    IndexerType::Shared
+                }
+            })
+            .collect();
+        ("index_topk_freq", types)
+    };
+    if types.len() != layers {
+        return Err(c.err(
+            key,
+            format!(
+                "gives {} layers, but num_hidden_layers is {layers}",
+                types.len()
+            ),
+        ));
+    }
+    if types.first() == Some(&IndexerType::Shared) {
+        return Err(c.err(
+            key,
+            "layer 0 is shared, but a shared layer reuses the top-k of an earlier full layer",
+        ));
+    }
+    Ok(types)
 }
 
 fn positive_f64(o: &Obj<'_>, key: &str, default: Option<f64>) -> Result<f64> {
@@ -819,14 +973,31 @@ mod tests {
     fn what_mlx_lm_would_compute_otherwise_is_refused_by_key() {
         let cases: Vec<(String, &str)> = vec![
             (
+                // Two entries for 78 layers.
                 with(GLM5, |v| {
                     v["indexer_types"] = serde_json::json!(["full", "shared"])
                 }),
                 "indexer_types",
             ),
             (
-                with(GLM5, |v| v["index_topk_freq"] = serde_json::json!(4)),
+                with(GLM5, |v| {
+                    v["indexer_types"] = serde_json::json!(vec!["shared"; 78]);
+                }),
+                "indexer_types",
+            ),
+            (
+                with(GLM5, |v| v["index_topk_pattern"] = serde_json::json!("FSX")),
+                "index_topk_pattern",
+            ),
+            (
+                with(DSV32, |v| v["index_topk_freq"] = serde_json::json!(4)),
                 "index_topk_freq",
+            ),
+            (
+                with(GLM5, |v| {
+                    v["mlp_layer_types"] = serde_json::json!(vec!["dense"; 78]);
+                }),
+                "mlp_layer_types",
             ),
             (
                 with(GLM5, |v| v["scoring_func"] = serde_json::json!("softmax")),
@@ -905,6 +1076,41 @@ mod tests {
             let e = err(&text);
             assert!(e.contains("c.json") && e.contains(key), "{key}: {e}");
         }
+    }
+
+    #[test]
+    fn glm_5_2_shares_the_indexer_as_published() {
+        let text = include_str!("../../../../generated/models/glm-5.2/config.json");
+        let c = MlaConfig::from_json_str("g52", text).unwrap();
+        let full: Vec<usize> = (0..78)
+            .filter(|&i| c.indexer_types[i] == IndexerType::Full)
+            .collect();
+        let mut expected = vec![0, 1, 2];
+        expected.extend((6..78).step_by(4));
+        assert_eq!(full, expected);
+        assert_eq!(full.len(), 21);
+        // The published list is what its freq 4 / offset 3 derive.
+        let mut v: Value = serde_json::from_str(text).unwrap();
+        v.as_object_mut().unwrap().remove("indexer_types");
+        let derived = MlaConfig::from_value("g52", &v).unwrap();
+        assert_eq!(derived.indexer_types, c.indexer_types);
+        // A pattern string, and the written form, read back the same.
+        let pattern: String = c
+            .indexer_types
+            .iter()
+            .map(|t| if *t == IndexerType::Full { 'F' } else { 'S' })
+            .collect();
+        v["index_topk_pattern"] = serde_json::json!(pattern);
+        v["index_topk_freq"] = serde_json::json!(1);
+        assert_eq!(
+            MlaConfig::from_value("p", &v).unwrap().indexer_types,
+            c.indexer_types
+        );
+        let again = MlaConfig::from_value("g52", &c.to_json()).unwrap();
+        assert_eq!(again, c);
+        // GLM-5 (no keys) runs an indexer in every layer.
+        let g5 = MlaConfig::from_json_str("g", GLM5).unwrap();
+        assert!(g5.indexer_types.iter().all(|t| *t == IndexerType::Full));
     }
 
     #[test]

@@ -13,6 +13,7 @@ use crate::error::{Error, Result};
 use crate::family::FamilyModel;
 use crate::model::{LanguageModel, ModelRef};
 use crate::plan::ModelPlan;
+use crate::signature::CacheSignature;
 
 /// The id of the MLA-family monolith.
 pub const MONOLITH_ID: &str = "mla-monolith";
@@ -24,6 +25,8 @@ pub fn forward(m: &Mla, tokens: &Array, caches: &mut [AnyCache]) -> Result<Array
     let mut h = blocks::embed(m, tokens)?;
     let mask = blocks::mask(caches, n as usize)?;
     let barrier = m.barrier();
+    // The top-k of the last layer with its own indexer, for the layers that share it.
+    let mut chosen = None;
     for (i, layer) in m.plan.layers.iter().enumerate() {
         let w = &m.weights.layers[i];
         let index = layer.kv.cache_index();
@@ -33,19 +36,14 @@ pub fn forward(m: &Mla, tokens: &Array, caches: &mut [AnyCache]) -> Result<Array
                 message: "is not an MLA cache".into(),
             });
         };
-        let [q_nope, q_pe, latent, k_pe, index_q, index_k, index_weights] =
-            <[Array; 7]>::try_from(blocks::pre_attention(m, w, &h)?)
-                .map_err(|_| Error::Unsupported("the pre stage returned the wrong arity".into()))?;
-        let pre = PreAttention {
-            q_nope,
-            q_pe,
-            latent,
-            k_pe,
-            index_q,
-            index_k,
-            index_weights,
+        let own_indexer = layer.cache == CacheSignature::Mla { indexer: true };
+        let outputs = if own_indexer {
+            blocks::pre_attention_indexed(m, w, &h)?
+        } else {
+            blocks::pre_attention(m, w, &h)?
         };
-        let o = blocks::latent_attention(m, &w.attn, index, c, pre, &mask)?;
+        let pre = PreAttention::from_outputs(outputs, own_indexer)?;
+        let o = blocks::latent_attention(m, &w.attn, index, c, pre, &mask, &mut chosen)?;
         crate::model::barrier::attention_done(&o, barrier)?;
         h = blocks::attention_out(w, &h, &o)?;
         h = if layer.flags.moe {

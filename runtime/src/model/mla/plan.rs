@@ -1,8 +1,9 @@
-//! The MLA-family plan: every layer full attention over its own latent cache with the
-//! indexer's keys (every layer runs an indexer, as in mlx-lm), dense or routed as the
-//! config's `first_k_dense_replace` and `moe_layer_freq` say.
+//! The MLA-family plan: every layer full attention over its own latent cache, with the
+//! indexer's keys where the layer runs its own indexer (every layer, as in mlx-lm, unless
+//! the config shares them as GLM-5.2 does), dense or routed as the config's
+//! `first_k_dense_replace` and `moe_layer_freq` say.
 
-use super::config::MlaConfig;
+use super::config::{IndexerType, MlaConfig};
 use crate::config::LayerType;
 use crate::error::{Error, Result};
 use crate::kv_layout::KvLayout;
@@ -26,7 +27,11 @@ pub fn resolve(config: &MlaConfig, kv: &KvLayout) -> Result<ModelPlan> {
                 cache: i,
                 exported: false,
             },
-            cache: CacheSignature::Mla { indexer: true },
+            // A layer without its own indexer caches no indexer keys: its signature says
+            // it reuses the last full layer's choice.
+            cache: CacheSignature::Mla {
+                indexer: config.indexer_types[i] == IndexerType::Full,
+            },
             flags: LayerFlags {
                 moe: config.moe.is_some_and(|m| m.routes(i)),
                 ..LayerFlags::default()
@@ -67,6 +72,27 @@ mod tests {
         }
         let plan = resolve(&c2, &KvLayout::float()).unwrap();
         assert!(!plan.layers[3].flags.moe && plan.layers[4].flags.moe);
+    }
+
+    #[test]
+    fn glm_5_2_layers_without_an_indexer_have_latent_caches() {
+        let c = MlaConfig::from_json_str(
+            "g",
+            include_str!("../../../../generated/models/glm-5.2/config.json"),
+        )
+        .unwrap();
+        let plan = resolve(&c, &KvLayout::float()).unwrap();
+        let own: Vec<bool> = plan
+            .layers
+            .iter()
+            .map(|l| l.cache == CacheSignature::Mla { indexer: true })
+            .collect();
+        assert_eq!(
+            &own[..8],
+            &[true, true, true, false, false, false, true, false]
+        );
+        assert_eq!(own.iter().filter(|&&o| o).count(), 21);
+        assert!(plan.layers[3..].iter().all(|l| l.flags.moe));
     }
 
     #[test]

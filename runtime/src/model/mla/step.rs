@@ -1,6 +1,7 @@
 //! One forward step as generated MLA-family code runs it ([`crate::model::step`]).
 //!
-//! A layer's stages: before RoPE and the cache update ([`blocks::pre_attention`]: input
+//! A layer's stages: before RoPE and the cache update ([`blocks::pre_attention`], or
+//! [`blocks::pre_attention_indexed`] for a layer with its own indexer: input
 //! norm, the query, latent and indexer projections) and after attention
 //! ([`blocks::attention_out`], then [`blocks::dense_ffn`] or [`blocks::moe_ffn`]: output
 //! projection, residual, post-attention norm, dense or routed SwiGLU, residual). RoPE, the cache update, the indexer's top-k and attention
@@ -35,6 +36,9 @@ impl Staged for Mla {
 }
 
 impl OneMask for Mla {
+    /// The top-k of the last layer with its own indexer, for the layers that share it.
+    type Carry = Option<Array>;
+
     fn step_mask(caches: &[AnyCache], n: usize) -> Result<AttnMask> {
         blocks::mask(caches, n)
     }

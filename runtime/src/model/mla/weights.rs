@@ -50,8 +50,8 @@ pub struct MlaAttnWeights {
     pub unembed_out: MultiLinear,
     /// o_proj (heads · v_head -> H).
     pub o_proj: Linear,
-    /// The indexer.
-    pub indexer: IndexerWeights,
+    /// The indexer, for a layer that runs its own.
+    pub indexer: Option<IndexerWeights>,
 }
 
 /// The routed experts of one layer.
@@ -193,20 +193,23 @@ pub fn canonical_tensors(c: &MlaConfig) -> Vec<(String, TensorRole)> {
         ));
         t.push((format!("{a}.o_proj"), module(h, heads * c.v_head_dim)));
         let ix = &c.indexer;
-        t.push((
-            format!("{a}.indexer.wq_b"),
-            module(ix.n_heads * ix.head_dim, c.q_lora_rank),
-        ));
-        t.push((format!("{a}.indexer.wk"), module(ix.head_dim, h)));
-        t.push((
-            format!("{a}.indexer.k_norm.weight"),
-            TensorRole::Vector(ix.head_dim),
-        ));
-        t.push((
-            format!("{a}.indexer.k_norm.bias"),
-            TensorRole::Vector(ix.head_dim),
-        ));
-        t.push((format!("{a}.indexer.weights_proj"), module(ix.n_heads, h)));
+        // A shared layer has no indexer (transformers' GLM-5.2 layout).
+        if c.indexer_types[i] == super::config::IndexerType::Full {
+            t.push((
+                format!("{a}.indexer.wq_b"),
+                module(ix.n_heads * ix.head_dim, c.q_lora_rank),
+            ));
+            t.push((format!("{a}.indexer.wk"), module(ix.head_dim, h)));
+            t.push((
+                format!("{a}.indexer.k_norm.weight"),
+                TensorRole::Vector(ix.head_dim),
+            ));
+            t.push((
+                format!("{a}.indexer.k_norm.bias"),
+                TensorRole::Vector(ix.head_dim),
+            ));
+            t.push((format!("{a}.indexer.weights_proj"), module(ix.n_heads, h)));
+        }
         match c.moe.filter(|m| m.routes(i)) {
             None => {
                 let w = c.intermediate_size;
@@ -310,11 +313,12 @@ impl MlaWeights {
             out.extend([&a.q_a_norm, &a.kv_a_norm]);
             out.extend(a.embed_q.arrays());
             out.extend(a.unembed_out.arrays());
-            let ix = &a.indexer;
-            for p in [&ix.wq_b, &ix.wk, &ix.weights_proj] {
-                lin(p, &mut out);
+            if let Some(ix) = &a.indexer {
+                for p in [&ix.wq_b, &ix.wk, &ix.weights_proj] {
+                    lin(p, &mut out);
+                }
+                out.extend([&ix.k_norm_weight, &ix.k_norm_bias]);
             }
-            out.extend([&ix.k_norm_weight, &ix.k_norm_bias]);
             match &l.mlp {
                 FeedForwardWeights::Dense(m) => {
                     for p in [&m.gate, &m.up, &m.down] {
@@ -369,9 +373,16 @@ fn build(c: &MlaConfig, storage: &HashMap<String, Storage>, t: &mut Loaded) -> R
         let q_b_proj = linear(format!("{a}.q_b_proj"))?;
         let kv_a_proj = linear(format!("{a}.kv_a_proj_with_mqa"))?;
         let o_proj = linear(format!("{a}.o_proj"))?;
-        let wq_b = linear(format!("{a}.indexer.wq_b"))?;
-        let wk = linear(format!("{a}.indexer.wk"))?;
-        let weights_proj = linear(format!("{a}.indexer.weights_proj"))?;
+        let indexer = match c.indexer_types[i] {
+            super::config::IndexerType::Shared => None,
+            super::config::IndexerType::Full => Some(IndexerWeights {
+                wq_b: linear(format!("{a}.indexer.wq_b"))?,
+                wk: linear(format!("{a}.indexer.wk"))?,
+                weights_proj: linear(format!("{a}.indexer.weights_proj"))?,
+                k_norm_weight: t.take(&format!("{a}.indexer.k_norm.weight"))?,
+                k_norm_bias: t.take(&format!("{a}.indexer.k_norm.bias"))?,
+            }),
+        };
         let swiglu = |t: &mut Loaded, m: &str| -> Result<SwiGlu> {
             let mut l = |p: &str| -> Result<Linear> {
                 let name = format!("{m}.{p}");
@@ -428,13 +439,7 @@ fn build(c: &MlaConfig, storage: &HashMap<String, Storage>, t: &mut Loaded) -> R
                 embed_q,
                 unembed_out,
                 o_proj,
-                indexer: IndexerWeights {
-                    wq_b,
-                    wk,
-                    k_norm_weight: t.take(&format!("{a}.indexer.k_norm.weight"))?,
-                    k_norm_bias: t.take(&format!("{a}.indexer.k_norm.bias"))?,
-                    weights_proj,
-                },
+                indexer,
             },
             mlp,
         });
