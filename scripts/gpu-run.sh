@@ -24,6 +24,21 @@ case "$phase" in
 setup)
   bash .gpu/mlx-cuda-unpack.sh "$prefix" /root/stash/mlx-cuda.part.aa .gpu/mlx-cuda.part.ab
   python3 -m zipfile -e .gpu/mlx-python.whl "$prefix"
+  # MLX's kernel JIT (NVRTC) takes the CUDA headers from PREFIX/nvidia/cu13/include when
+  # that exists: the host's torch wheels have no crt/ there, so several-row quantized
+  # matmuls fail to compile ("cannot open source file crt/mma.h"). Give it the system
+  # toolkit's complete, consistent header set instead (the libraries stay torch's).
+  if [ -d /usr/local/cuda-13.0/include/crt ] && [ -L "$prefix/nvidia" ]; then
+    nv=$(readlink -f "$prefix/nvidia")
+    rm "$prefix/nvidia"; mkdir "$prefix/nvidia"
+    for d in "$nv"/*; do ln -s "$d" "$prefix/nvidia/"; done
+    rm "$prefix/nvidia/cu13"; mkdir "$prefix/nvidia/cu13"
+    for d in "$nv"/cu13/*; do
+      [ "$(basename "$d")" = include ] || ln -s "$d" "$prefix/nvidia/cu13/"
+    done
+    ln -s /usr/local/cuda-13.0/include "$prefix/nvidia/cu13/include"
+    echo "JIT headers: /usr/local/cuda-13.0/include (CUDA libraries from $nv)"
+  fi
   for w in .gpu/whl/*.whl; do python3 -m zipfile -e "$w" "$prefix"; done
   python3 -c 'import mlx.core as mx, mlx_lm; print("mlx", mx.__version__, mx.default_device())'
   nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv,noheader
@@ -53,8 +68,10 @@ serve)
     "$bin/mlx-aot" synth --preset "$preset" --bits 4 --out "$dir"
   fi
   levels=${LEVELS:-1,4,16,64}
+  # SERVE_ARGS: more flags for mlx-aot serve (e.g. --batching on).
+  # shellcheck disable=SC2086
   "$bin/mlx-aot" serve --model "$dir" --port 0 --max-batch 64 --queue 1024 \
-    --served-model-name bench 2> "$out/serve-$preset.log" &
+    --served-model-name bench ${SERVE_ARGS:-} 2> "$out/serve-$preset.log" &
   pid=$!
   for _ in $(seq 1 600); do grep -q "listening on" "$out/serve-$preset.log" && break; sleep 0.5; done
   addr=$(grep -o 'http://[0-9.:]*' "$out/serve-$preset.log" | head -1)

@@ -18,31 +18,28 @@ const BIN: &str = env!("CARGO_BIN_EXE_mlx-aot");
 /// The twin folder, synthesized once per test process.
 fn model() -> &'static Path {
     static DIR: OnceLock<PathBuf> = OnceLock::new();
-    DIR.get_or_init(|| {
-        let dir = Path::new(env!("CARGO_TARGET_TMPDIR"))
-            .join(format!("mlx-aot-serve-{}", std::process::id()))
-            .join("llama-twin");
-        let _ = std::fs::remove_dir_all(&dir);
-        let out = Command::new(BIN)
-            .args([
-                "synth",
-                "--preset",
-                "llama-3.2-1b",
-                "--twin",
-                "--bits",
-                "4",
-                "--out",
-            ])
-            .arg(&dir)
-            .output()
-            .unwrap();
-        assert!(
-            out.status.success(),
-            "{}",
-            String::from_utf8_lossy(&out.stderr)
-        );
-        dir
-    })
+    DIR.get_or_init(|| twin("llama-3.2-1b", "llama-twin"))
+}
+
+/// Synthesizes the 4-bit twin of `preset` into a folder called `name`.
+fn twin(preset: &str, name: &str) -> PathBuf {
+    let dir = Path::new(env!("CARGO_TARGET_TMPDIR"))
+        .join(format!("mlx-aot-serve-{}", std::process::id()))
+        .join(name);
+    let _ = std::fs::remove_dir_all(&dir);
+    let out = Command::new(BIN)
+        .args([
+            "synth", "--preset", preset, "--twin", "--bits", "4", "--out",
+        ])
+        .arg(&dir)
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    dir
 }
 
 /// A running server; killed when dropped.
@@ -54,9 +51,13 @@ struct Server {
 
 impl Server {
     fn start(extra: &[&str]) -> Server {
+        Self::start_on(model(), extra)
+    }
+
+    fn start_on(dir: &Path, extra: &[&str]) -> Server {
         let mut child = Command::new(BIN)
             .args(["serve", "--port", "0", "--model"])
-            .arg(model())
+            .arg(dir)
             .args(extra)
             .stdin(Stdio::null())
             .stdout(Stdio::null())
@@ -536,6 +537,38 @@ fn sixteen_concurrent_streams_all_finish_well_formed_and_equal_their_solo_replie
         assert_eq!(text, solo[i], "stream {i}");
         assert!(events.last().unwrap()["choices"][0]["finish_reason"].is_string());
     }
+}
+
+/// A model whose caches cannot be batched (the MLA family's latent caches) serves
+/// concurrent requests each on its own forward, every one as it is alone.
+#[test]
+fn an_mla_model_serves_concurrent_requests_each_on_its_own_forward() {
+    let dir = twin("deepseek-v3.2", "deepseek-twin");
+    let s = Server::start_on(&dir, &["--max-batch", "4"]);
+    let body = |i: usize, stream: bool| json!({"prompt": format!("t{} t{}", 3 + i, 90 + i), "max_tokens": 6, "stream": stream});
+    let solo: Vec<String> = (0..4)
+        .map(|i| {
+            let r = s.post("/v1/completions", &body(i, false));
+            assert_eq!(r.status, 200, "{}", r.body);
+            r.json()["choices"][0]["text"].as_str().unwrap().to_owned()
+        })
+        .collect();
+    let threads: Vec<_> = (0..4)
+        .map(|i| {
+            let addr = s.addr.clone();
+            let b = body(i, true).to_string();
+            std::thread::spawn(move || request(&addr, "POST", "/v1/completions", Some(&b)))
+        })
+        .collect();
+    for (i, t) in threads.into_iter().enumerate() {
+        let events = t.join().unwrap().events();
+        let text: String = events
+            .iter()
+            .map(|e| e["choices"][0]["text"].as_str().unwrap_or(""))
+            .collect();
+        assert_eq!(text, solo[i], "stream {i}");
+    }
+    assert!(s.log().contains("one forward per request"), "{}", s.log());
 }
 
 #[test]

@@ -540,3 +540,80 @@ fn glm_5_matches_mlx_lm() {
 fn deepseek_v3_2_matches_mlx_lm() {
     check_mla("deepseek-v3.2");
 }
+
+/// A model mlx-lm itself made (`reference/make_mla_model.py`: its own `Model` class,
+/// `quantize_model`, `save_model`), with a structure of its own that no preset has:
+/// dims that are not powers of two (nope 24 against v 32, q_lora 40), every other layer
+/// routed past the first, 3 groups of 2 experts keeping 2, no shared experts, weights not
+/// normalized, YaRN with `mscale == mscale_all_dim != 1` (an attention scale, no input
+/// scale); float32 weights, and 4-bit group-32 weights (float32 scales) where mlx-lm's
+/// predicate quantizes (the rest stay float). Loaded by our loader, batch 2, 8 prefill + 12 decode positions
+/// across `index_topk` 12: byte for byte with mlx-lm.
+#[test]
+fn a_model_mlx_lm_made_with_a_structure_of_its_own_matches_mlx_lm() {
+    let env = python_env().expect("the Python reference environment");
+    let config = serde_json::json!({
+        "model_type": "deepseek_v32", "vocab_size": 300, "hidden_size": 96,
+        "num_hidden_layers": 5, "intermediate_size": 160, "moe_intermediate_size": 48,
+        "num_attention_heads": 3, "num_key_value_heads": 3, "n_routed_experts": 6,
+        "n_shared_experts": null, "num_experts_per_tok": 3, "n_group": 3, "topk_group": 2,
+        "norm_topk_prob": false, "routed_scaling_factor": 1.5, "first_k_dense_replace": 1,
+        "moe_layer_freq": 2, "kv_lora_rank": 48, "q_lora_rank": 40, "qk_rope_head_dim": 16,
+        "qk_nope_head_dim": 24, "v_head_dim": 32, "index_n_heads": 5, "index_head_dim": 32,
+        "index_topk": 12, "rms_norm_eps": 1e-6, "rope_theta": 50000.0,
+        "max_position_embeddings": 4096,
+        "rope_scaling": {"type": "yarn", "factor": 4.0, "mscale": 0.8, "mscale_all_dim": 0.8,
+                         "original_max_position_embeddings": 1024, "beta_fast": 32,
+                         "beta_slow": 1}
+    });
+    let scratch =
+        std::env::temp_dir().join(format!("mlx-aot-reference-{}-mla-own", std::process::id()));
+    let _ = std::fs::remove_dir_all(&scratch);
+    std::fs::create_dir_all(&scratch).unwrap();
+    let config_file = scratch.join("config.json");
+    std::fs::write(&config_file, config.to_string()).unwrap();
+    let (prompt, steps) = (8, 12);
+    let rows = vec![tokens(5, prompt + steps), tokens(6, prompt + steps)]
+        .into_iter()
+        .map(|r| r.into_iter().map(|t| t % 300).collect::<Vec<u32>>())
+        .collect::<Vec<_>>();
+    for (tag, extra) in [
+        ("f32", vec!["--dtype", "float32"]),
+        // float32 here too: the expert projections mlx-lm leaves float (48 inputs, not a
+        // multiple of 32) meet MLX's CPU gather_mm, which takes float32 only.
+        (
+            "q4",
+            vec!["--bits", "4", "--group-size", "32", "--dtype", "float32"],
+        ),
+    ] {
+        let dir = scratch.join(tag);
+        let mut args: Vec<std::ffi::OsString> = vec![
+            "--config".into(),
+            config_file.clone().into(),
+            "--out".into(),
+            dir.clone().into(),
+            "--seed".into(),
+            "3".into(),
+        ];
+        args.extend(extra.iter().map(Into::into));
+        env.run_script("make_mla_model.py", &args).unwrap();
+        for compiled in [true, false] {
+            let what = format!("mlx-lm-made deepseek_v32 {tag}, compiled {compiled}");
+            let theirs = env
+                .run_logits(
+                    &LogitsRequest::new(&dir, rows.clone(), prompt)
+                        .kv(KvMode::Float)
+                        .no_compile(!compiled),
+                )
+                .unwrap();
+            assert_eq!(theirs.shape, [2, prompt + steps, 300]);
+            let ours = ours_walk(&dir, &rows, prompt, compiled);
+            assert_bits_equal(&what, &ours, &theirs.data, 300);
+            eprintln!(
+                "{what}: bit-exact over {} positions x 2 rows",
+                prompt + steps
+            );
+        }
+    }
+    let _ = std::fs::remove_dir_all(&scratch);
+}

@@ -77,9 +77,15 @@ impl Batch {
         // The prefill left its caches as the next step would see them.
         kv_policy::apply(&mut caches, &self.kv_layout)?;
         if !batchable(&caches) {
-            return Err(Error::Unsupported(
-                "this model's caches cannot hold rows of different lengths (a ring cache)".into(),
-            ));
+            let kinds: Vec<String> = caches
+                .iter()
+                .filter(|c| !c.is_batchable())
+                .map(|c| c.signature().to_string())
+                .collect();
+            return Err(Error::Unsupported(format!(
+                "this model's caches cannot hold rows of different lengths ({} caches)",
+                kinds.first().map_or("these", String::as_str)
+            )));
         }
         self.caches = if self.rows.is_empty() {
             caches

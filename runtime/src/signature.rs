@@ -48,6 +48,13 @@ impl CacheSignature {
         )
     }
 
+    /// Whether rows of different lengths can share a cache of this kind (left-padded,
+    /// [`crate::cache::ragged`]): the growing K/V kinds. A ring's slots are positions
+    /// modulo its size; an MLA cache has no ragged form yet.
+    pub fn is_batchable(self) -> bool {
+        matches!(self, CacheSignature::Plain | CacheSignature::Quant(_))
+    }
+
     /// The same geometry (ring or growing) with the given quantization; an MLA cache,
     /// which has no quantized kind, stays as it is.
     pub fn with_quant(self, quant: Option<QuantSpec>) -> Self {

@@ -44,7 +44,8 @@ pub struct Setup {
     pub exec: ExecOptions,
     /// Most requests decoding at once.
     pub max_batch: usize,
-    /// Whether running requests may share one forward (when every cache grows).
+    /// Whether running requests may share one forward (when every cache is a growing
+    /// K/V cache).
     pub batching: Batching,
     /// Most requests waiting for a place.
     pub queue: usize,
@@ -60,7 +61,7 @@ pub enum Batching {
     /// On, except on CUDA: there MLX 0.32.2's quantized matmul for several rows failed
     /// (BENCHMARKS.md, 2026-12-03), so each request runs its own forward.
     Auto,
-    /// One forward for all running requests where every cache grows.
+    /// One forward for all running requests where every cache is a growing K/V cache.
     On,
     /// Each request its own forward.
     Off,
@@ -197,8 +198,8 @@ struct Model {
     lm: Box<dyn LanguageModel>,
     layout: KvLayout,
     eos: Vec<u32>,
-    /// Running requests share one forward: every cache grows (rows of different
-    /// lengths can share a batch), more than one may run, and batching is on.
+    /// Running requests share one forward: every cache is a growing K/V cache (rows of
+    /// different lengths can share a batch), more than one may run, and batching is on.
     batched: bool,
 }
 
@@ -223,11 +224,13 @@ fn load(setup: &Setup) -> Result<(Model, Info)> {
     let vocab = loaded.vocab_size();
     let lm = model_dir::select(loaded, &setup.implementation)?;
     let fingerprint = Fingerprint::of(lm.plan()).short();
+    // Rows of different lengths share caches of the growing K/V kinds only (the rule
+    // `Batch` applies to the caches themselves).
     let grows = lm
         .plan()
         .cache_signatures()
         .iter()
-        .all(|s| !s.is_rotating());
+        .all(|s| s.is_batchable());
     let model = Model {
         lm,
         layout,

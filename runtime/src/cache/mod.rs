@@ -202,10 +202,10 @@ impl AnyCache {
         }
     }
 
-    /// Whether rows of different lengths can share this kind of cache (growing kinds:
-    /// a ring's slots are positions modulo its size).
+    /// Whether rows of different lengths can share this cache
+    /// ([`CacheSignature::is_batchable`]).
     pub fn is_batchable(&self) -> bool {
-        !self.signature().is_rotating() && !matches!(self, AnyCache::Mla(_))
+        self.signature().is_batchable()
     }
 
     /// The rows of `parts` (caches of one kind, at the same place in one model) as one

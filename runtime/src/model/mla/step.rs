@@ -1,11 +1,11 @@
 //! One forward step as generated MLA-family code runs it ([`crate::model::step`]).
 //!
 //! A layer's stages: before RoPE and the cache update ([`blocks::pre_attention`], or
-//! [`blocks::pre_attention_indexed`] for a layer with its own indexer: input
-//! norm, the query, latent and indexer projections) and after attention
-//! ([`blocks::attention_out`], then [`blocks::dense_ffn`] or [`blocks::moe_ffn`]: output
-//! projection, residual, post-attention norm, dense or routed SwiGLU, residual). RoPE, the cache update, the indexer's top-k and attention
-//! ([`blocks::latent_attention`]) run eagerly between them.
+//! [`blocks::pre_attention_indexed`] for a layer with its own indexer: input norm, the
+//! query, latent and indexer projections) and after attention ([`blocks::attention_out`],
+//! then [`blocks::dense_ffn`] or [`blocks::moe_ffn`]: output projection, residual,
+//! post-attention norm, dense or routed SwiGLU, residual). RoPE, the cache update, the
+//! indexer's top-k and attention ([`blocks::latent_attention`]) run eagerly between them.
 
 use mlx_rs::Array;
 
