@@ -80,3 +80,42 @@ pub(crate) fn check_dim(c: &Obj<'_>, key: &str, what: &str, dims: &[usize]) -> R
         }
     }
 }
+
+/// `v` as a token id (a u32), or an error naming `key` of `o`.
+pub(crate) fn token_id(o: &Obj<'_>, key: &str, v: &serde_json::Value) -> Result<u32> {
+    v.as_u64()
+        .and_then(|n| u32::try_from(n).ok())
+        .ok_or_else(|| o.err(key, format!("expected a token id, found {v}")))
+}
+
+/// `bos_token_id` and `eos_token_id` (one id or a list) of a flat config.
+pub(crate) fn read_special_tokens(c: &Obj<'_>) -> Result<(Option<u32>, Vec<u32>)> {
+    let bos = match c.get_non_null("bos_token_id") {
+        Some(v) => Some(token_id(c, "bos_token_id", v)?),
+        None => None,
+    };
+    let eos = match c.get_non_null("eos_token_id") {
+        None => Vec::new(),
+        Some(serde_json::Value::Array(items)) => items
+            .iter()
+            .map(|v| token_id(c, "eos_token_id", v))
+            .collect::<Result<Vec<_>>>()?,
+        Some(v) => vec![token_id(c, "eos_token_id", v)?],
+    };
+    Ok((bos, eos))
+}
+
+/// The `quantization` block of a flat config, when it has one.
+pub(crate) fn read_quantization(
+    file: &str,
+    c: &Obj<'_>,
+) -> Result<Option<crate::quantization::QuantizationMap>> {
+    match c.get_non_null("quantization") {
+        Some(q) => Ok(Some(crate::quantization::QuantizationMap::from_value(
+            file,
+            "quantization",
+            q,
+        )?)),
+        None => Ok(None),
+    }
+}

@@ -45,3 +45,51 @@ pub(crate) fn fnv1a(s: &str) -> u64 {
         (h ^ b as u64).wrapping_mul(0x100_0000_01b3)
     })
 }
+
+/// `config` with mlx-lm's `quantization` block for `quant`'s global spec, when it has one
+/// (how mlx-community ships quantized models).
+pub(crate) fn with_quantization_block(
+    mut config: serde_json::Value,
+    quant: Option<&crate::quantization::QuantizationMap>,
+) -> serde_json::Value {
+    if let Some(g) = quant.and_then(|q| q.global) {
+        config["quantization"] = serde_json::json!({
+            "group_size": g.group_size,
+            "bits": g.bits,
+            "mode": "affine",
+        });
+    }
+    config
+}
+
+/// Writes a flat model folder as mlx-lm saves one: `model.safetensors` (canonical names
+/// under `model.`, the head as `lm_head`) and `config.json`, each through a temporary
+/// file renamed into place.
+pub(crate) fn write_flat_folder(
+    dir: &Path,
+    config: &serde_json::Value,
+    tensors: &std::collections::BTreeMap<String, Array>,
+) -> Result<()> {
+    std::fs::create_dir_all(dir).map_err(|e| Error::io(dir, e))?;
+    let weights = dir.join("model.safetensors");
+    let tmp = dir.join(".partial-model.safetensors");
+    let named = tensors.iter().map(|(k, v)| {
+        let name = if k.starts_with("lm_head") {
+            k.clone()
+        } else {
+            format!("model.{k}")
+        };
+        (name, v)
+    });
+    let metadata = std::collections::HashMap::from([("format".to_owned(), "mlx".to_owned())]);
+    Array::save_safetensors(named, &metadata, &tmp).map_err(|e| {
+        Error::weights(
+            tmp.display().to_string(),
+            "(file)",
+            format!("writing failed: {e}"),
+        )
+    })?;
+    std::fs::rename(&tmp, &weights).map_err(|e| Error::io(&weights, e))?;
+    let text = serde_json::to_string_pretty(config).expect("json") + "\n";
+    write_atomic(&dir.join("config.json"), text.as_bytes())
+}

@@ -25,6 +25,7 @@ use runtime::options::ExecOptions;
 use runtime::registry::ImplChoice;
 use runtime::sampling::Sampler;
 use runtime::sequence::{Advance, Sequence};
+use runtime::signature::CacheSignature;
 use tokio::sync::mpsc::UnboundedSender;
 
 use crate::model_dir::{self, KvChoice, ModelDir};
@@ -58,8 +59,10 @@ pub struct Setup {
 /// `--batching`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
 pub enum Batching {
-    /// On, except on CUDA: there MLX 0.32.2's quantized matmul for several rows failed
-    /// (BENCHMARKS.md, 2026-12-03), so each request runs its own forward.
+    /// On, except on CUDA for models with quantized KV caches: there a batched step over
+    /// them failed with an illegal memory access inside MLX 0.32.2's CUDA graph, while
+    /// the same model with float caches batched (BENCHMARKS.md, 2026-12-03), so such
+    /// requests run one forward each.
     Auto,
     /// One forward for all running requests where every cache is a growing K/V cache.
     On,
@@ -68,9 +71,12 @@ pub enum Batching {
 }
 
 impl Batching {
-    fn enabled(self) -> bool {
+    /// Whether batching is on for a model whose caches have `signatures`.
+    fn enabled(self, signatures: &[CacheSignature]) -> bool {
         match self {
-            Batching::Auto => !runtime::backend::cuda_default(),
+            Batching::Auto => {
+                !runtime::backend::cuda_default() || signatures.iter().all(|s| s.quant().is_none())
+            }
             Batching::On => true,
             Batching::Off => false,
         }
@@ -133,6 +139,28 @@ pub struct Control {
     pub cancel_all: AtomicBool,
     /// Exit once nothing runs.
     pub stop: AtomicBool,
+    /// Set when a forward failed inside MLX on a GPU: the device context is then gone
+    /// (a CUDA illegal memory access leaves nothing to run on), so every later request
+    /// is refused with this message instead of failing in stranger ways.
+    pub device_failed: std::sync::Mutex<Option<String>>,
+}
+
+impl Control {
+    /// Records `e` when it is an MLX failure on a GPU ([`Control::device_failed`]).
+    fn note(&self, e: &RuntimeError) {
+        if matches!(e, RuntimeError::Mlx(_)) && !runtime::backend::cpu_default() {
+            let mut failed = self.device_failed.lock().unwrap_or_else(|p| p.into_inner());
+            failed.get_or_insert_with(|| e.to_string());
+        }
+    }
+
+    /// The device failure, if one happened.
+    pub fn device_failure(&self) -> Option<String> {
+        self.device_failed
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .clone()
+    }
 }
 
 /// The running engine.
@@ -226,16 +254,13 @@ fn load(setup: &Setup) -> Result<(Model, Info)> {
     let fingerprint = Fingerprint::of(lm.plan()).short();
     // Rows of different lengths share caches of the growing K/V kinds only (the rule
     // `Batch` applies to the caches themselves).
-    let grows = lm
-        .plan()
-        .cache_signatures()
-        .iter()
-        .all(|s| s.is_batchable());
+    let signatures = lm.plan().cache_signatures();
+    let grows = signatures.iter().all(|s| s.is_batchable());
     let model = Model {
         lm,
         layout,
         eos,
-        batched: grows && setup.max_batch > 1 && setup.batching.enabled(),
+        batched: grows && setup.max_batch > 1 && setup.batching.enabled(&signatures),
     };
     let warm_up = if setup.warm_up {
         let prompt: Vec<u32> = (0..8u32).map(|i| (i + 1) % vocab as u32).collect();
@@ -283,7 +308,8 @@ struct Running {
     events: UnboundedSender<Event>,
 }
 
-fn failed(e: &RuntimeError) -> Event {
+fn failed(control: &Control, e: &RuntimeError) -> Event {
+    control.note(e);
     Event::Failed {
         client: matches!(e, RuntimeError::Request(_)),
         message: e.to_string(),
@@ -330,7 +356,7 @@ fn run(model: Model, setup: &Setup, jobs: &Receiver<Job>, control: &Control) {
                     }
                 }
                 Err(e) => {
-                    let _ = job.events.send(failed(&e));
+                    let _ = job.events.send(failed(control, &e));
                 }
             }
         }
@@ -345,13 +371,13 @@ fn run(model: Model, setup: &Setup, jobs: &Receiver<Job>, control: &Control) {
         if running.is_empty() {
             continue;
         }
-        step(lm, &mut running);
+        step(lm, &mut running, control);
     }
 }
 
 /// One token for every running request: every next step queued, then every current
 /// token read.
-fn step(lm: &dyn LanguageModel, running: &mut Vec<Running>) {
+fn step(lm: &dyn LanguageModel, running: &mut Vec<Running>, control: &Control) {
     let mut queued = Vec::with_capacity(running.len());
     let mut broken = vec![false; running.len()];
     for (i, r) in running.iter_mut().enumerate() {
@@ -359,14 +385,14 @@ fn step(lm: &dyn LanguageModel, running: &mut Vec<Running>) {
             Ok(Some(next)) => queued.push(next.clone()),
             Ok(None) => {}
             Err(e) => {
-                let _ = r.events.send(failed(&e));
+                let _ = r.events.send(failed(control, &e));
                 broken[i] = true;
             }
         }
     }
     if let Err(e) = mlx_rs_async_eval(&queued) {
         for r in running.iter() {
-            let _ = r.events.send(failed(&e));
+            let _ = r.events.send(failed(control, &e));
         }
         running.clear();
         return;
@@ -374,7 +400,7 @@ fn step(lm: &dyn LanguageModel, running: &mut Vec<Running>) {
     drop(queued);
     let mut i = 0;
     running.retain_mut(|r| {
-        let keep = !broken[i] && advance(lm, r);
+        let keep = !broken[i] && advance(lm, r, control);
         i += 1;
         keep
     });
@@ -385,7 +411,7 @@ fn mlx_rs_async_eval(arrays: &[runtime::mlx_rs::Array]) -> runtime::error::Resul
 }
 
 /// Reads `r`'s token and reports it; whether `r` goes on.
-fn advance(lm: &dyn LanguageModel, r: &mut Running) -> bool {
+fn advance(lm: &dyn LanguageModel, r: &mut Running, control: &Control) -> bool {
     match r.seq.advance(lm) {
         Ok(Advance::Token(t)) => r.events.send(Event::Token(t)).is_ok(),
         Ok(Advance::Last(t)) => {
@@ -398,7 +424,7 @@ fn advance(lm: &dyn LanguageModel, r: &mut Running) -> bool {
             false
         }
         Err(e) => {
-            let _ = r.events.send(failed(&e));
+            let _ = r.events.send(failed(control, &e));
             false
         }
     }
@@ -435,6 +461,16 @@ fn take_job(
             shut_down(&job.events);
             continue;
         }
+        if let Some(failure) = control.device_failure() {
+            let _ = job.events.send(Event::Failed {
+                client: false,
+                message: format!(
+                    "the device failed in an earlier request ({failure}); this server cannot \
+                     compute any more: restart it"
+                ),
+            });
+            continue;
+        }
         if !job.events.is_closed() {
             return Ok(Some(job));
         }
@@ -464,7 +500,7 @@ fn run_batched(model: Model, setup: &Setup, jobs: &Receiver<Job>, control: &Cont
                     events.push(job.events);
                 }
                 Err(e) => {
-                    let _ = job.events.send(failed(&e));
+                    let _ = job.events.send(failed(control, &e));
                 }
             }
         }
@@ -481,7 +517,7 @@ fn run_batched(model: Model, setup: &Setup, jobs: &Receiver<Job>, control: &Cont
             .collect();
         if !gone.is_empty() {
             if let Err(e) = batch.remove(&gone) {
-                fail_all(&mut batch, &mut events, &model, &e);
+                fail_all(control, &mut batch, &mut events, &model, &e);
                 continue;
             }
             let mut r = 0;
@@ -517,20 +553,47 @@ fn run_batched(model: Model, setup: &Setup, jobs: &Receiver<Job>, control: &Cont
                     keep
                 });
             }
-            Err(e) => fail_all(&mut batch, &mut events, &model, &e),
+            Err(e) => fail_all(control, &mut batch, &mut events, &model, &e),
         }
     }
 }
 
 /// Ends every row with `e` (a failed batched step leaves no row to trust).
 fn fail_all(
+    control: &Control,
     batch: &mut Batch,
     events: &mut Vec<UnboundedSender<Event>>,
     model: &Model,
     e: &RuntimeError,
 ) {
     for tx in events.drain(..) {
-        let _ = tx.send(failed(e));
+        let _ = tx.send(failed(control, e));
     }
     *batch = Batch::new(model.layout.clone());
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Only a GPU's MLX failure stops the server: on the CPU an MLX error belongs to its
+    /// request, and a request error never counts.
+    #[test]
+    fn only_a_device_failure_refuses_later_requests() {
+        let c = Control::default();
+        c.note(&RuntimeError::Request("bad".into()));
+        assert_eq!(c.device_failure(), None);
+        c.note(&RuntimeError::Mlx(
+            runtime::mlx_rs::error::Exception::custom("illegal memory access"),
+        ));
+        if runtime::backend::cpu_default() {
+            assert_eq!(c.device_failure(), None);
+        } else {
+            assert!(
+                c.device_failure()
+                    .unwrap()
+                    .contains("illegal memory access")
+            );
+        }
+    }
 }

@@ -23,7 +23,7 @@ use tokio::sync::mpsc::{UnboundedReceiver, unbounded_channel};
 use tokio_stream::wrappers::ReceiverStream;
 
 use super::api::{self, ApiError, Endpoint, Prompt, Request};
-use super::engine::{Event, Info, Job};
+use super::engine::{Control, Event, Info, Job};
 use super::text::Reply;
 use crate::tokenizer::Tokenizer;
 
@@ -42,6 +42,8 @@ pub struct AppState {
     pub tokenizer: Arc<Tokenizer>,
     /// The engine's queue.
     pub queue: SyncSender<Job>,
+    /// The engine's flags (a device failure turns /health to 503).
+    pub control: Arc<Control>,
     /// `temperature` when a request gives none.
     pub default_temperature: f32,
     /// `max_tokens` when a request gives none (capped by the context limit).
@@ -62,6 +64,7 @@ impl AppState {
         info: Info,
         tokenizer: Arc<Tokenizer>,
         queue: SyncSender<Job>,
+        control: Arc<Control>,
         default_temperature: f32,
         default_max_tokens: usize,
     ) -> Self {
@@ -69,6 +72,7 @@ impl AppState {
             model_id,
             aliases,
             info,
+            control,
             tokenizer,
             queue,
             default_temperature,
@@ -106,6 +110,13 @@ pub fn router(state: Arc<AppState>) -> Router {
 }
 
 async fn health(State(s): State<Arc<AppState>>) -> Response {
+    if let Some(failure) = s.control.device_failure() {
+        return (
+            StatusCode::SERVICE_UNAVAILABLE,
+            axum::Json(json!({"status": "device failed", "error": failure})),
+        )
+            .into_response();
+    }
     if s.draining.load(Ordering::SeqCst) {
         return (
             StatusCode::SERVICE_UNAVAILABLE,

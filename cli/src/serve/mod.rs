@@ -41,8 +41,9 @@ pub struct Args {
     /// Most requests decoding at once; more wait in the queue.
     #[arg(long, default_value_t = 8, value_name = "N")]
     max_batch: usize,
-    /// Whether running requests share one forward (models whose caches all grow): auto
-    /// is on except on CUDA, where MLX 0.32.2's several-row quantized matmul failed.
+    /// Whether running requests share one forward (models whose caches are all growing
+    /// K/V caches): auto is on, except on CUDA for quantized KV caches, where a batched
+    /// step over them failed inside MLX 0.32.2's CUDA graph.
     #[arg(long, value_enum, default_value_t = Batching::Auto)]
     batching: Batching,
     /// Most requests waiting for a place; past it requests get 429 with Retry-After.
@@ -129,6 +130,7 @@ pub fn main(a: Args) -> Result<()> {
         info,
         tokenizer,
         engine.sender(),
+        engine.control.clone(),
         a.temperature,
         a.default_max_tokens,
     ));

@@ -8,7 +8,7 @@ use std::path::Path;
 
 use serde_json::Value;
 
-use crate::config::{LayerType, check_dim, read_num_layers};
+use crate::config::{LayerType, check_dim, read_num_layers, token_id};
 use crate::error::{Error, Result};
 use crate::json::{self, Obj};
 pub use crate::nn::rope::RopeParams;
@@ -614,10 +614,4 @@ fn read_rope(rope: &Obj<'_>, layer_type: &str) -> Result<RopeParams> {
             format!("expected \"default\" or \"proportional\", found {other:?}"),
         )),
     }
-}
-
-fn token_id(o: &Obj<'_>, key: &str, v: &Value) -> Result<u32> {
-    v.as_u64()
-        .and_then(|n| u32::try_from(n).ok())
-        .ok_or_else(|| o.err(key, format!("expected a token id, found {v}")))
 }

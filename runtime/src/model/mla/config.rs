@@ -481,27 +481,8 @@ impl MlaConfig {
         }
         let (rope, attention_mscale) = read_rope(&c, kind)?;
 
-        let token = |key: &str, v: &Value| -> Result<u32> {
-            v.as_u64()
-                .and_then(|n| u32::try_from(n).ok())
-                .ok_or_else(|| c.err(key, format!("expected a token id, found {v}")))
-        };
-        let bos_token_id = match c.get_non_null("bos_token_id") {
-            Some(v) => Some(token("bos_token_id", v)?),
-            None => None,
-        };
-        let eos_token_ids = match c.get_non_null("eos_token_id") {
-            None => Vec::new(),
-            Some(Value::Array(items)) => items
-                .iter()
-                .map(|v| token("eos_token_id", v))
-                .collect::<Result<Vec<_>>>()?,
-            Some(v) => vec![token("eos_token_id", v)?],
-        };
-        let quantization = match c.get_non_null("quantization") {
-            Some(q) => Some(QuantizationMap::from_value(file, "quantization", q)?),
-            None => None,
-        };
+        let (bos_token_id, eos_token_ids) = crate::config::read_special_tokens(&c)?;
+        let quantization = crate::config::read_quantization(file, &c)?;
         // Every weight dimension fits MLX's i32 shapes.
         check_dim(&c, "hidden_size", "hidden_size", &[hidden_size])?;
         check_dim(&c, "vocab_size", "vocab_size", &[vocab_size])?;

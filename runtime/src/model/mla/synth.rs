@@ -10,9 +10,9 @@ use mlx_rs::{Array, Dtype};
 
 use super::config::MlaConfig;
 use super::weights::{TensorRole, canonical_tensors};
-use crate::error::{Error, Result};
+use crate::error::Result;
 use crate::quantization::QuantizationMap;
-use crate::synth::{SynthOptions, fnv1a, normal, write_atomic};
+use crate::synth::{SynthOptions, fnv1a, normal};
 
 /// The twin's `index_topk`: the gate's and the reference's prompts are below and above it,
 /// and their decode steps cross it.
@@ -123,43 +123,16 @@ pub fn folder_config_json(
     config: &MlaConfig,
     quant: Option<&QuantizationMap>,
 ) -> serde_json::Value {
-    use serde_json::json;
-    let mut top = config.to_json();
-    if let Some(g) = quant.and_then(|q| q.global) {
-        top["quantization"] = json!({"group_size": g.group_size, "bits": g.bits, "mode": "affine"});
-    }
-    top
+    crate::synth::with_quantization_block(config.to_json(), quant)
 }
 
-/// Writes `model.safetensors` (names under `model.`, the head as `lm_head`) and
-/// `config.json` into `dir`, each through a temporary file renamed into place.
+/// Writes `model.safetensors` and `config.json` into `dir`
+/// ([`crate::synth::write_flat_folder`]).
 pub fn write_folder(
     dir: &Path,
     config: &MlaConfig,
     tensors: &BTreeMap<String, Array>,
     quant: Option<&QuantizationMap>,
 ) -> Result<()> {
-    std::fs::create_dir_all(dir).map_err(|e| Error::io(dir, e))?;
-    let weights = dir.join("model.safetensors");
-    let tmp = dir.join(".partial-model.safetensors");
-    let named = tensors.iter().map(|(k, v)| {
-        let name = if k.starts_with("lm_head") {
-            k.clone()
-        } else {
-            format!("model.{k}")
-        };
-        (name, v)
-    });
-    let metadata = std::collections::HashMap::from([("format".to_owned(), "mlx".to_owned())]);
-    Array::save_safetensors(named, &metadata, &tmp).map_err(|e| {
-        Error::weights(
-            tmp.display().to_string(),
-            "(file)",
-            format!("writing failed: {e}"),
-        )
-    })?;
-    std::fs::rename(&tmp, &weights).map_err(|e| Error::io(&weights, e))?;
-    let text =
-        serde_json::to_string_pretty(&folder_config_json(config, quant)).expect("json") + "\n";
-    write_atomic(&dir.join("config.json"), text.as_bytes())
+    crate::synth::write_flat_folder(dir, &folder_config_json(config, quant), tensors)
 }
