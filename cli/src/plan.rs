@@ -220,5 +220,15 @@ fn render(name: &str, weights_from: &str, layout: &KvLayout, p: &MemoryPlan) -> 
         if p.fits { "fits" } else { "does NOT fit" }
     );
     outln!(out, "largest safe context  {} tokens", p.max_context);
+    if !p.fits {
+        // What spreading the weights alone would take: the caches, transient and reserve
+        // come on top on every device.
+        outln!(
+            out,
+            "devices      the weights alone need {} devices of {} usable",
+            p.weights.div_ceil(p.usable.max(1)),
+            figures::bytes(p.usable)
+        );
+    }
     out
 }
