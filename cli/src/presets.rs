@@ -38,7 +38,7 @@ macro_rules! preset {
 }
 
 /// Every preset, in name order.
-pub const PRESETS: [Preset; 15] = [
+pub const PRESETS: [Preset; 16] = [
     preset!("deepseek-v3.2"),
     preset!("gemma4-12b", kv),
     preset!("gemma4-26b-a4b", kv),
@@ -49,6 +49,7 @@ pub const PRESETS: [Preset; 15] = [
     preset!("gemma4-e4b-float"),
     preset!("glm-5"),
     preset!("glm-5.2"),
+    preset!("glm-5.2-4l"),
     preset!("llama-3.2-1b", kv),
     preset!("llama-3.2-1b-float"),
     preset!("minicpm-2b"),

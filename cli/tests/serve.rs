@@ -253,7 +253,32 @@ fn streamed_text(events: &[Value]) -> (String, String) {
 /// One server most tests share.
 fn shared() -> &'static Server {
     static S: OnceLock<Server> = OnceLock::new();
-    S.get_or_init(|| Server::start(&["--max-batch", "4", "--served-model-name", "llama-twin"]))
+    S.get_or_init(|| {
+        let s = Server::start(&["--max-batch", "4", "--served-model-name", "llama-twin"]);
+        // A static is never dropped: end the server when the test process exits.
+        SHARED_PID.store(s.child.id(), std::sync::atomic::Ordering::SeqCst);
+        // SAFETY: `atexit` of the C library this process runs on, given a function that
+        // lives as long as the process.
+        unsafe {
+            atexit(kill_shared);
+        }
+        s
+    })
+}
+
+/// The shared server's process id, for [`kill_shared`].
+static SHARED_PID: std::sync::atomic::AtomicU32 = std::sync::atomic::AtomicU32::new(0);
+
+unsafe extern "C" {
+    fn atexit(f: extern "C" fn()) -> i32;
+}
+
+/// Kills the shared server (registered with `atexit`).
+extern "C" fn kill_shared() {
+    let pid = SHARED_PID.load(std::sync::atomic::Ordering::SeqCst);
+    if pid != 0 {
+        let _ = Command::new("kill").arg(pid.to_string()).status();
+    }
 }
 
 #[test]

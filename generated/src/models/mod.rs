@@ -23,6 +23,8 @@ pub mod glm_5;
 
 pub mod glm_5_2;
 
+pub mod glm_5_2_4l;
+
 pub mod llama_3_2_1b;
 
 pub mod llama_3_2_1b_float;
