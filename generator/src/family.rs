@@ -8,7 +8,6 @@ use quote::{format_ident, quote};
 use runtime::config::LayerType;
 use runtime::plan::FamilyId;
 use runtime::quantization::QuantSpec;
-use runtime::signature::CacheSignature;
 
 use crate::layer::quant_spec;
 use crate::stage::{PostStage, PreStage};
@@ -489,7 +488,7 @@ impl FamilyCode for MlaCode {
     }
 
     fn donor_attention(&self, v: &Variant, pre: &Ident) -> Option<TokenStream> {
-        let (outputs, index) = if own_indexer(v) {
+        let (outputs, index) = if v.own_indexer() {
             (
                 quote!([q_nope, q_pe, latent, k_pe, index_q, index_k, index_weights]),
                 quote!(Some(IndexInputs {
@@ -533,9 +532,4 @@ impl FamilyCode for MlaCode {
     fn mlp_phrase(&self) -> &'static str {
         "SwiGLU feed-forward"
     }
-}
-
-/// Whether an MLA layer runs its own indexer (its cache holds the indexer's keys).
-fn own_indexer(v: &Variant) -> bool {
-    v.cache == CacheSignature::Mla { indexer: true }
 }

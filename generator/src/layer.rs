@@ -129,11 +129,9 @@ pub fn function(v: &Variant, layers: &[usize]) -> TokenStream {
         }
         Role::Sharer => quote!(shared: &SharedKv),
     };
-    let attention = match v.role {
-        Role::Donor { .. } if code.donor_attention(v, &pre).is_some() => {
-            code.donor_attention(v, &pre).expect("checked")
-        }
-        Role::Donor { .. } => {
+    let attention = match (v.role, code.donor_attention(v, &pre)) {
+        (Role::Donor { .. }, Some(custom)) => custom,
+        (Role::Donor { .. }, None) => {
             let o = attend(quote!(&keys), quote!(&values));
             let inputs = code.attention_inputs(&pre, &rope, quote!(&offset), true);
             quote! {
@@ -143,7 +141,7 @@ pub fn function(v: &Variant, layers: &[usize]) -> TokenStream {
                 let o = #o;
             }
         }
-        Role::Sharer => {
+        (Role::Sharer, _) => {
             let (pattern, what) = match v.quant() {
                 None => (quote!(Kv::Float { keys, values }), "float".to_owned()),
                 Some(q) => {

@@ -42,7 +42,7 @@ impl PreStage {
             attention: v.attention,
             k_eq_v: v.k_eq_v,
             qk_norm: v.qk_norm,
-            own_indexer: v.cache == runtime::signature::CacheSignature::Mla { indexer: true },
+            own_indexer: v.own_indexer(),
         }
     }
 

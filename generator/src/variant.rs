@@ -145,6 +145,11 @@ impl Variant {
         self.cache.quant()
     }
 
+    /// Whether the layer runs its own DSA indexer (an MLA cache with the indexer's keys).
+    pub fn own_indexer(&self) -> bool {
+        self.cache == CacheSignature::Mla { indexer: true }
+    }
+
     /// Whether the layer owns a cache.
     pub fn is_donor(&self) -> bool {
         matches!(self.role, Role::Donor { .. })

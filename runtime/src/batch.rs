@@ -77,14 +77,12 @@ impl Batch {
         // The prefill left its caches as the next step would see them.
         kv_policy::apply(&mut caches, &self.kv_layout)?;
         if !batchable(&caches) {
-            let kinds: Vec<String> = caches
+            let kind = caches
                 .iter()
-                .filter(|c| !c.is_batchable())
-                .map(|c| c.signature().to_string())
-                .collect();
+                .find(|c| !c.is_batchable())
+                .map_or_else(|| "these".to_owned(), |c| c.signature().to_string());
             return Err(Error::Unsupported(format!(
-                "this model's caches cannot hold rows of different lengths ({} caches)",
-                kinds.first().map_or("these", String::as_str)
+                "this model's caches cannot hold rows of different lengths ({kind} caches)"
             )));
         }
         self.caches = if self.rows.is_empty() {

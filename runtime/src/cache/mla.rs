@@ -9,7 +9,7 @@
 
 use mlx_rs::Array;
 
-use super::{STEP, concat_rows, rows, write_rows, zeros};
+use super::write_growing;
 use crate::error::Result;
 use crate::nn::rope::RopeOffset;
 
@@ -35,46 +35,6 @@ impl MlaGeometry {
     }
 }
 
-/// One growing `[B, 1, rows, D]` buffer with `offset` valid rows.
-#[derive(Debug, Clone, Default)]
-struct Rows {
-    buffer: Option<Array>,
-}
-
-impl Rows {
-    /// Writes `x` (`[B, 1, L, D]`) at rows `prev..prev + L`, growing as `KVCache` does,
-    /// and returns rows `0..prev + L`.
-    fn update_and_fetch(&mut self, prev: i32, x: &Array) -> Result<Array> {
-        let l = x.dim(2);
-        let capacity = self.buffer.as_ref().map_or(0, |b| b.dim(2));
-        if self.buffer.is_none() || prev + l > capacity {
-            let n = (l + STEP as i32 - 1) / STEP as i32 * STEP as i32;
-            let fresh = zeros(x.dim(0), x.dim(1), n, x.dim(3), x.dtype())?;
-            self.buffer = Some(match self.buffer.take() {
-                Some(mut old) => {
-                    if prev % STEP as i32 != 0 {
-                        old = rows(&old, 0, prev)?;
-                    }
-                    concat_rows(&[old, fresh])?
-                }
-                None => fresh,
-            });
-        }
-        let end = prev + l;
-        let buffer = self.buffer.as_mut().expect("allocated");
-        write_rows(buffer, prev, end, x)?;
-        if end < buffer.dim(2) {
-            rows(buffer, 0, end)
-        } else {
-            Ok(buffer.clone())
-        }
-    }
-
-    fn nbytes(&self) -> usize {
-        self.buffer.as_ref().map_or(0, |b| b.nbytes())
-    }
-}
-
 /// Every cached row after a step's update: what the layer attends over.
 #[derive(Debug, Clone)]
 pub struct MlaFetched {
@@ -90,9 +50,10 @@ pub struct MlaFetched {
 #[derive(Debug, Clone)]
 pub struct MlaCache {
     geometry: MlaGeometry,
-    latent: Rows,
-    rope_key: Rows,
-    index_keys: Option<Rows>,
+    latent: Option<Array>,
+    rope_key: Option<Array>,
+    /// `Some` (empty or not) exactly when the cache holds the indexer's keys.
+    index_keys: Option<Option<Array>>,
     offset: usize,
 }
 
@@ -101,9 +62,9 @@ impl MlaCache {
     pub fn new(geometry: MlaGeometry) -> Self {
         MlaCache {
             geometry,
-            latent: Rows::default(),
-            rope_key: Rows::default(),
-            index_keys: geometry.index.map(|_| Rows::default()),
+            latent: None,
+            rope_key: None,
+            index_keys: geometry.index.map(|_| None),
             offset: 0,
         }
     }
@@ -140,7 +101,7 @@ impl MlaCache {
     ) -> Result<MlaFetched> {
         let prev = self.offset as i32;
         let index = match (self.index_keys.as_mut(), index_keys) {
-            (Some(buffer), Some(keys)) => Some(buffer.update_and_fetch(prev, keys)?),
+            (Some(buffer), Some(keys)) => Some(write_growing(buffer, prev, keys)?),
             (None, None) => None,
             (held, _) => {
                 return Err(crate::Error::Cache {
@@ -158,8 +119,8 @@ impl MlaCache {
             }
         };
         let fetched = MlaFetched {
-            latent: self.latent.update_and_fetch(prev, latent)?,
-            rope_key: self.rope_key.update_and_fetch(prev, rope_key)?,
+            latent: write_growing(&mut self.latent, prev, latent)?,
+            rope_key: write_growing(&mut self.rope_key, prev, rope_key)?,
             index_keys: index,
         };
         self.offset += latent.dim(2) as usize;
@@ -175,21 +136,15 @@ impl MlaCache {
 
     /// Bytes currently held by the buffers.
     pub fn nbytes(&self) -> usize {
-        self.latent.nbytes()
-            + self.rope_key.nbytes()
-            + self.index_keys.as_ref().map_or(0, Rows::nbytes)
+        self.arrays().iter().map(|a| a.nbytes()).sum()
     }
 
     /// The arrays the cache holds, to evaluate them together.
     pub fn arrays(&self) -> Vec<&Array> {
-        [
-            Some(&self.latent),
-            Some(&self.rope_key),
-            self.index_keys.as_ref(),
-        ]
-        .into_iter()
-        .flatten()
-        .filter_map(|r| r.buffer.as_ref())
-        .collect()
+        [&self.latent, &self.rope_key]
+            .into_iter()
+            .chain(self.index_keys.as_ref())
+            .filter_map(Option::as_ref)
+            .collect()
     }
 }

@@ -337,6 +337,36 @@ impl AnyCache {
     }
 }
 
+/// Writes `x` (`[B, heads, L, D]`) at rows `prev..prev + L` of a growing buffer
+/// (allocated, or grown by whole [`STEP`]s as mlx-lm's `KVCache` grows, the rows past
+/// `prev` dropped first when the buffer is not a whole number of steps), and returns its
+/// rows `0..prev + L`.
+fn write_growing(buffer: &mut Option<Array>, prev: i32, x: &Array) -> Result<Array> {
+    let l = x.dim(2);
+    let capacity = buffer.as_ref().map_or(0, |b| b.dim(2));
+    if buffer.is_none() || prev + l > capacity {
+        let n = (l + STEP as i32 - 1) / STEP as i32 * STEP as i32;
+        let fresh = zeros(x.dim(0), x.dim(1), n, x.dim(3), x.dtype())?;
+        *buffer = Some(match buffer.take() {
+            Some(mut old) => {
+                if prev % STEP as i32 != 0 {
+                    old = rows(&old, 0, prev)?;
+                }
+                concat_rows(&[old, fresh])?
+            }
+            None => fresh,
+        });
+    }
+    let end = prev + l;
+    let buffer = buffer.as_mut().expect("allocated above");
+    write_rows(buffer, prev, end, x)?;
+    if end < buffer.dim(2) {
+        rows(buffer, 0, end)
+    } else {
+        Ok(buffer.clone())
+    }
+}
+
 /// `zeros([B, heads, rows, dim])` in `dtype`.
 fn zeros(batch: i32, heads: i32, rows: i32, dim: i32, dtype: Dtype) -> Result<Array> {
     Ok(mlx_rs::ops::zeros_dtype(&[batch, heads, rows, dim], dtype)?)

@@ -3,7 +3,7 @@
 use mlx_rs::Array;
 
 use super::ragged::{self, LeftPadding, Part};
-use super::{CacheGeometry, QuantizedKvCache, STEP, concat_rows, rows, write_rows, zeros};
+use super::{CacheGeometry, QuantizedKvCache, write_growing};
 use crate::error::{Error, Result};
 use crate::nn::rope::RopeOffset;
 use crate::quantization::QuantSpec;
@@ -44,41 +44,10 @@ impl KvCache {
     /// Writes `[B, H, L, D]` keys/values at `offset` and returns the valid rows.
     pub fn update_and_fetch(&mut self, k: &Array, v: &Array) -> Result<(Array, Array)> {
         let prev = self.offset as i32;
-        let l = k.dim(2);
-        let capacity = self.keys.as_ref().map_or(0, |k| k.dim(2));
-        if self.keys.is_none() || prev + l > capacity {
-            let (b, h) = (k.dim(0), k.dim(1));
-            let n = (l + STEP as i32 - 1) / STEP as i32 * STEP as i32;
-            let new_k = zeros(b, h, n, k.dim(3), k.dtype())?;
-            let new_v = zeros(b, h, n, v.dim(3), v.dtype())?;
-            match (self.keys.take(), self.values.take()) {
-                (Some(mut keys), Some(mut values)) => {
-                    if prev % STEP as i32 != 0 {
-                        keys = rows(&keys, 0, prev)?;
-                        values = rows(&values, 0, prev)?;
-                    }
-                    self.keys = Some(concat_rows(&[keys, new_k])?);
-                    self.values = Some(concat_rows(&[values, new_v])?);
-                }
-                _ => {
-                    self.keys = Some(new_k);
-                    self.values = Some(new_v);
-                }
-            }
-        }
-        self.offset += l as usize;
-        let end = self.offset as i32;
-        let (keys, values) = (
-            self.keys.as_mut().expect("allocated"),
-            self.values.as_mut().expect("allocated"),
-        );
-        write_rows(keys, prev, end, k)?;
-        write_rows(values, prev, end, v)?;
-        if end < keys.dim(2) {
-            Ok((rows(keys, 0, end)?, rows(values, 0, end)?))
-        } else {
-            Ok((keys.clone(), values.clone()))
-        }
+        let keys = write_growing(&mut self.keys, prev, k)?;
+        let values = write_growing(&mut self.values, prev, v)?;
+        self.offset += k.dim(2) as usize;
+        Ok((keys, values))
     }
 
     /// Moves `offset` back by up to `n`.

@@ -27,20 +27,9 @@ pub fn call(
     args: &[&Array],
     f: impl Fn(&[Array]) -> Result<Array> + 'static,
 ) -> Result<Array> {
-    COMPILED.with(|c| {
-        let mut c = c.borrow_mut();
-        let compiled = c.entry(key).or_insert_with(|| {
-            let traced = move |a: &[Array]| -> std::result::Result<Vec<Array>, Exception> {
-                f(a).map(|y| vec![y])
-                    .map_err(|e| Exception::custom(e.to_string()))
-            };
-            Box::new(mlx_rs::transforms::compile::compile(traced, true))
-        });
-        let args: Vec<Array> = args.iter().map(|a| (*a).clone()).collect();
-        compiled(&args)?
-            .pop()
-            .ok_or_else(|| Error::Unsupported(format!("the compiled {} returned nothing", key.0)))
-    })
+    call_many(key, args, true, move |a| Ok(vec![f(a)?]))?
+        .pop()
+        .ok_or_else(|| Error::Unsupported(format!("the compiled {} returned nothing", key.0)))
 }
 
 /// Runs the compiled function `key` (compiled from `f` at its first use on this thread,

@@ -146,7 +146,7 @@ pub fn latent_attention(
     let q_pe = rope(m, &pre.q_pe, &offset)?;
     let k_pe = rope(m, &pre.k_pe, &offset)?;
     let queries = pre.q_nope.dim(2);
-    let (fetched, topk) = match &pre.index {
+    let fetched = match &pre.index {
         Some(ix) => {
             let index_q = index_rope(m, &ix.q, &offset)?;
             let index_k = index_rope(m, &ix.k, &offset)?;
@@ -157,14 +157,11 @@ pub fn latent_attention(
                 message: "returned no indexer keys".into(),
             })?;
             *chosen = index_topk(m, &index_q, keys, &ix.weights, mask)?;
-            (fetched, chosen.clone())
+            fetched
         }
-        None => (
-            cache.update_and_fetch(cache_index, &pre.latent, &k_pe, None)?,
-            chosen.clone(),
-        ),
+        None => cache.update_and_fetch(cache_index, &pre.latent, &k_pe, None)?,
     };
-    let (latent, rope_key, mask) = sparse(&fetched, topk.as_ref(), mask, queries)?;
+    let (latent, rope_key, mask) = sparse(&fetched, chosen.as_ref(), mask, queries)?;
     attend(m, w, &pre.q_nope, &q_pe, &latent, &rope_key, &mask)
 }
 
@@ -447,7 +444,7 @@ pub fn route(c: &MlaMoe, w: &MoeWeights, x: &Array, compiled: bool) -> Result<(A
 
 /// The compile-cache key of the selection: the constants it closes over.
 fn select_key(c: &MlaMoe) -> crate::nn::compiled::Key {
-    let mut bits = crate::synth::fnv1a(&format!(
+    let bits = crate::synth::fnv1a(&format!(
         "{} {} {} {} {}",
         c.num_experts_per_tok,
         c.n_group,
@@ -455,7 +452,6 @@ fn select_key(c: &MlaMoe) -> crate::nn::compiled::Key {
         c.routed_scaling_factor.to_bits(),
         c.norm_topk_prob
     ));
-    bits ^= 0x6d6c61;
     ("mla-group-expert-select", bits)
 }
 
