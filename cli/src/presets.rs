@@ -38,7 +38,7 @@ macro_rules! preset {
 }
 
 /// Every preset, in name order.
-pub const PRESETS: [Preset; 16] = [
+pub const PRESETS: [Preset; 17] = [
     preset!("deepseek-v3.2"),
     preset!("gemma4-12b", kv),
     preset!("gemma4-26b-a4b", kv),
@@ -48,6 +48,7 @@ pub const PRESETS: [Preset; 16] = [
     preset!("gemma4-e4b", kv),
     preset!("gemma4-e4b-float"),
     preset!("glm-5"),
+    preset!("glm-5-4l"),
     preset!("glm-5.2"),
     preset!("glm-5.2-4l"),
     preset!("llama-3.2-1b", kv),

@@ -564,6 +564,72 @@ fn sixteen_concurrent_streams_all_finish_well_formed_and_equal_their_solo_replie
     }
 }
 
+/// A Gemma 4 model with float KV (plain caches and sliding-window rings) batches its
+/// requests. Concurrent streams whose prompts and replies fit the twin's 16-token window
+/// equal their replies alone, token for token; streams decoding past the window finish
+/// well-formed, their first token (from their own prefill) equal to alone. Past a wrap
+/// the batch's ring holds a row's keys in another rotation than the row's own ring
+/// (one write index serves every row), so attention sums them in another order and the
+/// tokens may differ (README, "Is a request's output under batching the same as alone?").
+#[test]
+fn a_gemma4_model_with_rings_batches_concurrent_requests() {
+    let dir = twin("gemma4-e4b-float", "gemma4-twin");
+    let config: Value =
+        serde_json::from_str(&std::fs::read_to_string(dir.join("config.json")).unwrap()).unwrap();
+    let window = config
+        .pointer("/text_config/sliding_window")
+        .or(config.get("sliding_window"))
+        .and_then(Value::as_u64)
+        .expect("the twin's sliding_window") as usize;
+    let s = Server::start_on(&dir, &["--max-batch", "4"]);
+    // (prompt length, max_tokens): four within the window, three past it.
+    let short = 8;
+    let cases: Vec<(usize, usize)> = [1, 3, 5, window - short]
+        .into_iter()
+        .map(|n| (n, short))
+        .chain([(2, 24), (6, 24), (10, 24)])
+        .collect();
+    let body = |i: usize, stream: bool| {
+        let (n, max) = cases[i];
+        let ids: Vec<usize> = (0..n).map(|j| 5 + 7 * i + j).collect();
+        json!({"prompt": ids, "max_tokens": max, "stream": stream})
+    };
+    let solo: Vec<String> = (0..cases.len())
+        .map(|i| {
+            let r = s.post("/v1/completions", &body(i, false));
+            assert_eq!(r.status, 200, "{}", r.body);
+            r.json()["choices"][0]["text"].as_str().unwrap().to_owned()
+        })
+        .collect();
+    // The short ones together, then the long ones together.
+    for group in [0..4, 4..cases.len()] {
+        let threads: Vec<_> = group
+            .clone()
+            .map(|i| {
+                let addr = s.addr.clone();
+                let b = body(i, true).to_string();
+                std::thread::spawn(move || request(&addr, "POST", "/v1/completions", Some(&b)))
+            })
+            .collect();
+        for (i, t) in group.zip(threads) {
+            let events = t.join().unwrap().events();
+            assert!(events.last().unwrap()["choices"][0]["finish_reason"].is_string());
+            let text: String = events
+                .iter()
+                .map(|e| e["choices"][0]["text"].as_str().unwrap_or(""))
+                .collect();
+            let (n, max) = cases[i];
+            if n + max <= window {
+                assert_eq!(text, solo[i], "stream {i} (within the window)");
+            } else {
+                let first = |t: &str| t.split_whitespace().next().map(str::to_owned);
+                assert_eq!(first(&text), first(&solo[i]), "stream {i}: its first token");
+            }
+        }
+    }
+    assert!(s.log().contains("(batched)"), "{}", s.log());
+}
+
 /// A model whose caches cannot be batched (the MLA family's latent caches) serves
 /// concurrent requests each on its own forward, every one as it is alone.
 #[test]

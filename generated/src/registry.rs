@@ -6,7 +6,7 @@
 use runtime::registry::Implementation;
 
 /// The generated implementations, one per model, in name order.
-pub const IMPLEMENTATIONS: [Implementation; 16] = [
+pub const IMPLEMENTATIONS: [Implementation; 17] = [
     crate::models::deepseek_v3_2::IMPLEMENTATION,
     crate::models::gemma4_12b::IMPLEMENTATION,
     crate::models::gemma4_26b_a4b::IMPLEMENTATION,
@@ -16,6 +16,7 @@ pub const IMPLEMENTATIONS: [Implementation; 16] = [
     crate::models::gemma4_e4b::IMPLEMENTATION,
     crate::models::gemma4_e4b_float::IMPLEMENTATION,
     crate::models::glm_5::IMPLEMENTATION,
+    crate::models::glm_5_4l::IMPLEMENTATION,
     crate::models::glm_5_2::IMPLEMENTATION,
     crate::models::glm_5_2_4l::IMPLEMENTATION,
     crate::models::llama_3_2_1b::IMPLEMENTATION,

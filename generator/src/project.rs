@@ -20,7 +20,7 @@ pub const MODELS_MOD: &str = "generated/src/models/mod.rs";
 /// The generated registry.
 pub const REGISTRY: &str = "generated/src/registry.rs";
 /// The presets shipped with the repository.
-pub const PRESETS: [&str; 13] = [
+pub const PRESETS: [&str; 14] = [
     "gemma4-e2b",
     "gemma4-e4b",
     "gemma4-12b",
@@ -31,6 +31,7 @@ pub const PRESETS: [&str; 13] = [
     "minicpm4-8b",
     "minicpm-2b",
     "glm-5",
+    "glm-5-4l",
     "glm-5.2",
     "glm-5.2-4l",
     "deepseek-v3.2",

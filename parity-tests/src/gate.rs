@@ -657,8 +657,8 @@ pub fn run(imp: &Implementation, opts: &GateOptions) -> Result<ModelReport> {
 /// (5) Rows of different lengths in one batch, as a server runs them: three rows
 /// prefilled alone (5, 9 and 3 tokens), the first two joined (left-padded) for four
 /// single-token steps, the third joining for four more, then the first leaving for four
-/// more. Every step on the fast path, byte for byte. Only where every cache grows (a
-/// ring cannot be left-padded); elsewhere nothing runs.
+/// more. Every step on the fast path, byte for byte. Only where every cache can hold
+/// rows of different lengths (growing caches, float rings); elsewhere nothing runs.
 #[allow(clippy::too_many_arguments)]
 fn ragged(
     pair: &Pair,

@@ -49,10 +49,13 @@ impl CacheSignature {
     }
 
     /// Whether rows of different lengths can share a cache of this kind (left-padded,
-    /// [`crate::cache::ragged`]): the growing K/V kinds. A ring's slots are positions
-    /// modulo its size; an MLA cache has no ragged form yet.
+    /// [`crate::cache::ragged`]): the growing K/V kinds and the float ring. A quantized
+    /// ring and an MLA cache have no ragged form yet.
     pub fn is_batchable(self) -> bool {
-        matches!(self, CacheSignature::Plain | CacheSignature::Quant(_))
+        matches!(
+            self,
+            CacheSignature::Plain | CacheSignature::Quant(_) | CacheSignature::Rotating
+        )
     }
 
     /// The same geometry (ring or growing) with the given quantization; an MLA cache,

@@ -21,6 +21,8 @@ pub mod gemma4_e4b_float;
 
 pub mod glm_5;
 
+pub mod glm_5_4l;
+
 pub mod glm_5_2;
 
 pub mod glm_5_2_4l;

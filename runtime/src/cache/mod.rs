@@ -240,6 +240,15 @@ impl AnyCache {
                     &quant.ok_or_else(mixed)?,
                 )?))
             }
+            Some(AnyCache::Rotating(_)) => {
+                let rings = all(parts, |c| match c {
+                    AnyCache::Rotating(r) => Some(r),
+                    _ => None,
+                });
+                Ok(AnyCache::Rotating(RotatingKvCache::merge(
+                    &rings.ok_or_else(mixed)?,
+                )?))
+            }
             Some(c) => Err(refused(format!(
                 "a {} cache cannot hold rows of different lengths",
                 c.signature()
@@ -253,6 +262,7 @@ impl AnyCache {
         match self {
             AnyCache::Plain(c) => Ok(AnyCache::Plain(c.select(keep)?)),
             AnyCache::Quant(c) => Ok(AnyCache::Quant(c.select(keep)?)),
+            AnyCache::Rotating(c) => Ok(AnyCache::Rotating(c.select(keep)?)),
             other => Err(Error::Cache {
                 cache: cache_index,
                 message: format!("a {} cache cannot drop rows", other.signature()),
@@ -265,7 +275,7 @@ impl AnyCache {
         match self {
             AnyCache::Plain(c) => ragged::mask(c.offset(), c.padding(), n),
             AnyCache::Quant(c) => ragged::mask(c.offset(), c.padding(), n),
-            AnyCache::Rotating(c) => mask::rotating_mask(n, c.offset(), c.max_size(), window),
+            AnyCache::Rotating(c) => c.make_mask(n, window),
             AnyCache::RotatingQuant(c) => mask::rotating_mask(n, c.offset(), c.max_size(), window),
             // mlx-lm asks for the causal mask as an array here (`return_array=True`).
             AnyCache::Mla(c) if n > 1 => {

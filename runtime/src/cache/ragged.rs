@@ -3,8 +3,8 @@
 //! row knows how many padding slots precede its tokens; its RoPE position is the common
 //! offset minus that, and a single-token step's mask hides the padding. Rows join by
 //! [`merge`] (the shorter side padded) and leave by [`select`] (padding every row shares
-//! dropped). Growing caches only: a ring's slots are positions modulo its size, which
-//! left padding would break.
+//! dropped). These are the growing caches' helpers; a float ring holds rows of
+//! different lengths in its own layout ([`super::RotatingKvCache::merge`]).
 
 use mlx_rs::Array;
 use mlx_rs::ops::indexing::TryIndexOp;

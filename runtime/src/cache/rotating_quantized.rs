@@ -61,7 +61,7 @@ impl RotatingQuantizedKvCache {
         self.spec
     }
 
-    /// The RoPE position of the next token (every row alike: rings are never ragged).
+    /// The RoPE position of the next token (every row alike: a quantized ring is never ragged).
     pub fn rope_offset(&self) -> crate::nn::rope::RopeOffset {
         crate::nn::rope::RopeOffset::Uniform(self.offset() as i32)
     }
