@@ -59,12 +59,14 @@ pub struct Setup {
 /// `--batching`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
 pub enum Batching {
-    /// On, except on CUDA for models with quantized KV caches: there a batched step over
-    /// them failed with an illegal memory access inside MLX 0.32.2's CUDA graph, while
-    /// the same model with float caches batched (BENCHMARKS.md, 2026-12-03), so such
-    /// requests run one forward each.
+    /// On, except on CUDA for models with caches other than growing float ones: there a
+    /// batched step over quantized caches failed with an illegal memory access inside
+    /// MLX 0.32.2's CUDA graph, and Gemma 4's batched steps over float rings ran at a
+    /// fifth of one stream's rate, while growing float caches batched well
+    /// (BENCHMARKS.md, 2026-12-03), so such requests run one forward each.
     Auto,
-    /// One forward for all running requests where every cache is a growing K/V cache.
+    /// One forward for all running requests where every cache can hold rows of
+    /// different lengths.
     On,
     /// Each request its own forward.
     Off,
@@ -75,7 +77,8 @@ impl Batching {
     fn enabled(self, signatures: &[CacheSignature]) -> bool {
         match self {
             Batching::Auto => {
-                !runtime::backend::cuda_default() || signatures.iter().all(|s| s.quant().is_none())
+                !runtime::backend::cuda_default()
+                    || signatures.iter().all(|s| *s == CacheSignature::Plain)
             }
             Batching::On => true,
             Batching::Off => false,

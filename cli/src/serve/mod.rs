@@ -41,9 +41,10 @@ pub struct Args {
     /// Most requests decoding at once; more wait in the queue.
     #[arg(long, default_value_t = 8, value_name = "N")]
     max_batch: usize,
-    /// Whether running requests share one forward (models whose caches are all growing
-    /// K/V caches): auto is on, except on CUDA for quantized KV caches, where a batched
-    /// step over them failed inside MLX 0.32.2's CUDA graph.
+    /// Whether running requests share one forward (models whose caches can all hold
+    /// rows of different lengths): auto is on, except on CUDA where a cache is not a
+    /// growing float one (quantized caches failed inside MLX 0.32.2's CUDA graph there,
+    /// Gemma 4's float rings batched at a fifth of one stream's rate).
     #[arg(long, value_enum, default_value_t = Batching::Auto)]
     batching: Batching,
     /// Most requests waiting for a place; past it requests get 429 with Retry-After.
