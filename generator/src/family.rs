@@ -441,7 +441,7 @@ impl FamilyCode for MlaCode {
     }
 
     fn block_imports(&self) -> Vec<TokenStream> {
-        vec![quote!(IndexInputs), quote!(PreAttention)]
+        vec![quote!(PreAttention)]
     }
 
     fn step_imports(&self) -> Vec<TokenStream> {
@@ -488,27 +488,13 @@ impl FamilyCode for MlaCode {
     }
 
     fn donor_attention(&self, v: &Variant, pre: &Ident) -> Option<TokenStream> {
-        let (outputs, index) = if v.own_indexer() {
-            (
-                quote!([q_nope, q_pe, latent, k_pe, index_q, index_k, index_weights]),
-                quote!(Some(IndexInputs {
-                    q: index_q,
-                    k: index_k,
-                    weights: index_weights,
-                })),
-            )
-        } else {
-            (quote!([q_nope, q_pe, latent, k_pe]), quote!(None))
-        };
+        // The pre stage's outputs become the block's input through the constructor the
+        // monolith uses too.
+        let own_indexer = v.own_indexer();
+        let n = proc_macro2::Literal::usize_unsuffixed(if own_indexer { 7 } else { 4 });
         Some(quote! {
-            let #outputs = s.run(i, Stage::Pre, #pre, &[h])?;
-            let pre = PreAttention {
-                q_nope,
-                q_pe,
-                latent,
-                k_pe,
-                index: #index,
-            };
+            let outputs: [Array; #n] = s.run(i, Stage::Pre, #pre, &[h])?;
+            let pre = PreAttention::from_outputs(outputs.into(), #own_indexer)?;
             let attn = &m.weights.layers[i].attn;
             let (mask, chosen) = s.mask_and_carry(LayerType::Full);
             let o = blocks::latent_attention(m, attn, i, cache, pre, mask, chosen)?;

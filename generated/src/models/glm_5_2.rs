@@ -12,7 +12,7 @@
 use runtime::cache::{AnyCache, MlaCache};
 use runtime::error::Result;
 use runtime::mlx_rs::Array;
-use runtime::model::mla::blocks::{self, IndexInputs, PreAttention};
+use runtime::model::mla::blocks::{self, PreAttention};
 use runtime::config::LayerType;
 use runtime::model::mla::step::{self, DecodeSegments, Stage, Step};
 use runtime::model::mla::Mla;
@@ -160,19 +160,8 @@ fn donor_full_latentidx(
     cache: &mut MlaCache,
 ) -> Result<Array> {
     let m = s.m;
-    let [q_nope, q_pe, latent, k_pe, index_q, index_k, index_weights] = s
-        .run(i, Stage::Pre, pre_donor_full_indexer, &[h])?;
-    let pre = PreAttention {
-        q_nope,
-        q_pe,
-        latent,
-        k_pe,
-        index: Some(IndexInputs {
-            q: index_q,
-            k: index_k,
-            weights: index_weights,
-        }),
-    };
+    let outputs: [Array; 7] = s.run(i, Stage::Pre, pre_donor_full_indexer, &[h])?;
+    let pre = PreAttention::from_outputs(outputs.into(), true)?;
     let attn = &m.weights.layers[i].attn;
     let (mask, chosen) = s.mask_and_carry(LayerType::Full);
     let o = blocks::latent_attention(m, attn, i, cache, pre, mask, chosen)?;
@@ -191,14 +180,8 @@ fn donor_full_latent_moe(
     cache: &mut MlaCache,
 ) -> Result<Array> {
     let m = s.m;
-    let [q_nope, q_pe, latent, k_pe] = s.run(i, Stage::Pre, pre_donor_full, &[h])?;
-    let pre = PreAttention {
-        q_nope,
-        q_pe,
-        latent,
-        k_pe,
-        index: None,
-    };
+    let outputs: [Array; 4] = s.run(i, Stage::Pre, pre_donor_full, &[h])?;
+    let pre = PreAttention::from_outputs(outputs.into(), false)?;
     let attn = &m.weights.layers[i].attn;
     let (mask, chosen) = s.mask_and_carry(LayerType::Full);
     let o = blocks::latent_attention(m, attn, i, cache, pre, mask, chosen)?;
@@ -216,19 +199,8 @@ fn donor_full_latentidx_moe(
     cache: &mut MlaCache,
 ) -> Result<Array> {
     let m = s.m;
-    let [q_nope, q_pe, latent, k_pe, index_q, index_k, index_weights] = s
-        .run(i, Stage::Pre, pre_donor_full_indexer, &[h])?;
-    let pre = PreAttention {
-        q_nope,
-        q_pe,
-        latent,
-        k_pe,
-        index: Some(IndexInputs {
-            q: index_q,
-            k: index_k,
-            weights: index_weights,
-        }),
-    };
+    let outputs: [Array; 7] = s.run(i, Stage::Pre, pre_donor_full_indexer, &[h])?;
+    let pre = PreAttention::from_outputs(outputs.into(), true)?;
     let attn = &m.weights.layers[i].attn;
     let (mask, chosen) = s.mask_and_carry(LayerType::Full);
     let o = blocks::latent_attention(m, attn, i, cache, pre, mask, chosen)?;
