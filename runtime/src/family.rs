@@ -73,35 +73,95 @@ pub enum WeightFacts<'a> {
 /// Seeded random tensors by canonical name, and the quantization map describing them.
 pub type RandomTensors = (BTreeMap<String, Array>, Option<QuantizationMap>);
 
+/// What every family's config states, borrowed from it: [`ModelConfig::basics`], from
+/// which the trait's accessors of these facts read.
+#[derive(Debug, Clone, Copy)]
+pub struct ConfigBasics<'a> {
+    /// The file (or description) the config came from, for messages.
+    pub source: &'a str,
+    /// num_hidden_layers.
+    pub num_hidden_layers: usize,
+    /// hidden_size.
+    pub hidden_size: usize,
+    /// vocab_size.
+    pub vocab_size: usize,
+    /// eos_token_id, as a list.
+    pub eos_token_ids: &'a [u32],
+    /// bos_token_id.
+    pub bos_token_id: Option<u32>,
+    /// max_position_embeddings, when the config gives it.
+    pub max_position_embeddings: Option<usize>,
+    /// The weights' quantization, when the config declares one.
+    pub quantization: Option<&'a QuantizationMap>,
+}
+
+/// Downcasting and comparing configs behind `dyn ModelConfig`; every config has it.
+pub trait ConfigAny {
+    /// For downcasting to the family's config type.
+    fn as_any(&self) -> &dyn Any;
+
+    /// Whether `other` is the same config (same family, equal values).
+    fn same_as(&self, other: &dyn ModelConfig) -> bool;
+}
+
+impl<T: ModelConfig + PartialEq> ConfigAny for T {
+    fn as_any(&self) -> &dyn Any {
+        self
+    }
+
+    fn same_as(&self, other: &dyn ModelConfig) -> bool {
+        other.as_any().downcast_ref::<T>() == Some(self)
+    }
+}
+
 /// A validated config of some family: everything the runtime asks of a model before its
 /// weights are loaded.
-pub trait ModelConfig: fmt::Debug + Send + Sync + Any {
+pub trait ModelConfig: fmt::Debug + Send + Sync + Any + ConfigAny {
     /// The family.
     fn family(&self) -> &'static dyn Family;
 
+    /// The facts every config states.
+    fn basics(&self) -> ConfigBasics<'_>;
+
     /// The file (or description) the config came from, for messages.
-    fn source(&self) -> &str;
+    fn source(&self) -> &str {
+        self.basics().source
+    }
 
     /// num_hidden_layers.
-    fn num_hidden_layers(&self) -> usize;
+    fn num_hidden_layers(&self) -> usize {
+        self.basics().num_hidden_layers
+    }
 
     /// hidden_size.
-    fn hidden_size(&self) -> usize;
+    fn hidden_size(&self) -> usize {
+        self.basics().hidden_size
+    }
 
     /// vocab_size.
-    fn vocab_size(&self) -> usize;
+    fn vocab_size(&self) -> usize {
+        self.basics().vocab_size
+    }
 
     /// eos_token_id, as a list.
-    fn eos_token_ids(&self) -> &[u32];
+    fn eos_token_ids(&self) -> &[u32] {
+        self.basics().eos_token_ids
+    }
 
     /// bos_token_id.
-    fn bos_token_id(&self) -> Option<u32>;
+    fn bos_token_id(&self) -> Option<u32> {
+        self.basics().bos_token_id
+    }
 
     /// max_position_embeddings, when the config gives it.
-    fn max_position_embeddings(&self) -> Option<usize>;
+    fn max_position_embeddings(&self) -> Option<usize> {
+        self.basics().max_position_embeddings
+    }
 
     /// The weights' quantization, when the config declares one.
-    fn quantization(&self) -> Option<&QuantizationMap>;
+    fn quantization(&self) -> Option<&QuantizationMap> {
+        self.basics().quantization
+    }
 
     /// The number of KV caches the model keeps (one per layer that owns its K/V).
     fn num_caches(&self) -> usize;
@@ -163,12 +223,6 @@ pub trait ModelConfig: fmt::Debug + Send + Sync + Any {
     /// What `mlx-aot inspect` shows of the config under `plan`: its dimensions as JSON,
     /// and one line for a terminal.
     fn summary(&self, plan: &ModelPlan) -> (Value, String);
-
-    /// Whether `other` is the same config.
-    fn same_as(&self, other: &dyn ModelConfig) -> bool;
-
-    /// For downcasting to the family's config type.
-    fn as_any(&self) -> &dyn Any;
 }
 
 /// A validated config of any family, shared.
@@ -220,18 +274,29 @@ impl PartialEq for AnyConfig {
 
 /// A loaded model of some family: config, plan, weights and options, shared (behind an
 /// `Rc`) by the monolith and the generated implementations built over it.
-pub trait FamilyModel: fmt::Debug + Any {
+pub trait FamilyModel: fmt::Debug + Any + ModelAny {
+    /// What every loaded model holds.
+    fn parts(&self) -> ModelParts<'_>;
+
     /// The validated config.
-    fn config(&self) -> &dyn ModelConfig;
+    fn config(&self) -> &dyn ModelConfig {
+        self.parts().config
+    }
 
     /// The plan, resolved once when the model was loaded.
-    fn plan(&self) -> &ModelPlan;
+    fn plan(&self) -> &ModelPlan {
+        self.parts().plan
+    }
 
     /// The kv layout the plan was resolved with.
-    fn kv_layout(&self) -> &KvLayout;
+    fn kv_layout(&self) -> &KvLayout {
+        self.parts().kv_layout
+    }
 
     /// How the model executes.
-    fn options(&self) -> &ExecOptions;
+    fn options(&self) -> &ExecOptions {
+        self.parts().options
+    }
 
     /// The activation dtype.
     fn dtype(&self) -> Dtype;
@@ -253,12 +318,38 @@ pub trait FamilyModel: fmt::Debug + Any {
 
     /// The same model (the same weight arrays, not copies) with other options.
     fn with_options(&self, options: ExecOptions) -> Loaded;
+}
 
+/// What every family's loaded model holds, borrowed from it: [`FamilyModel::parts`].
+#[derive(Debug, Clone, Copy)]
+pub struct ModelParts<'a> {
+    /// The validated config.
+    pub config: &'a dyn ModelConfig,
+    /// The plan, resolved once when the model was loaded.
+    pub plan: &'a ModelPlan,
+    /// The kv layout the plan was resolved with.
+    pub kv_layout: &'a KvLayout,
+    /// How the model executes.
+    pub options: &'a ExecOptions,
+}
+
+/// Downcasting loaded models behind `dyn FamilyModel`; every loaded model has it.
+pub trait ModelAny {
     /// For downcasting to the family's model type.
     fn as_any(&self) -> &dyn Any;
 
     /// For downcasting a shared handle to the family's model type.
     fn into_any(self: Rc<Self>) -> Rc<dyn Any>;
+}
+
+impl<T: FamilyModel> ModelAny for T {
+    fn as_any(&self) -> &dyn Any {
+        self
+    }
+
+    fn into_any(self: Rc<Self>) -> Rc<dyn Any> {
+        self
+    }
 }
 
 impl dyn FamilyModel {

@@ -1,7 +1,6 @@
 //! Gemma 4 as a family: its [`Family`], its config as a [`ModelConfig`] and its loaded
 //! model as a [`FamilyModel`].
 
-use std::any::Any;
 use std::collections::BTreeMap;
 use std::path::Path;
 use std::rc::Rc;
@@ -16,7 +15,8 @@ use crate::cache::AnyCache;
 use crate::config::LayerType;
 use crate::error::Result;
 use crate::family::{
-    AnyConfig, Family, FamilyModel, Loaded, ModelConfig, RandomTensors, WeightFacts,
+    AnyConfig, ConfigBasics, Family, FamilyModel, Loaded, ModelConfig, ModelParts, RandomTensors,
+    WeightFacts,
 };
 use crate::kv_layout::KvLayout;
 use crate::memory::{CacheShape, CacheWidth, MemoryShape, product, sum};
@@ -66,36 +66,17 @@ impl ModelConfig for Gemma4Config {
         &FAMILY
     }
 
-    fn source(&self) -> &str {
-        &self.source
-    }
-
-    fn num_hidden_layers(&self) -> usize {
-        self.num_hidden_layers
-    }
-
-    fn hidden_size(&self) -> usize {
-        self.hidden_size
-    }
-
-    fn vocab_size(&self) -> usize {
-        self.vocab_size
-    }
-
-    fn eos_token_ids(&self) -> &[u32] {
-        &self.eos_token_ids
-    }
-
-    fn bos_token_id(&self) -> Option<u32> {
-        self.bos_token_id
-    }
-
-    fn max_position_embeddings(&self) -> Option<usize> {
-        self.max_position_embeddings
-    }
-
-    fn quantization(&self) -> Option<&QuantizationMap> {
-        self.quantization.as_ref()
+    fn basics(&self) -> ConfigBasics<'_> {
+        ConfigBasics {
+            source: &self.source,
+            num_hidden_layers: self.num_hidden_layers,
+            hidden_size: self.hidden_size,
+            vocab_size: self.vocab_size,
+            eos_token_ids: &self.eos_token_ids,
+            bos_token_id: self.bos_token_id,
+            max_position_embeddings: self.max_position_embeddings,
+            quantization: self.quantization.as_ref(),
+        }
     }
 
     fn num_caches(&self) -> usize {
@@ -283,31 +264,16 @@ impl ModelConfig for Gemma4Config {
             ),
         )
     }
-
-    fn same_as(&self, other: &dyn ModelConfig) -> bool {
-        other.as_any().downcast_ref::<Self>() == Some(self)
-    }
-
-    fn as_any(&self) -> &dyn Any {
-        self
-    }
 }
 
 impl FamilyModel for Gemma4 {
-    fn config(&self) -> &dyn ModelConfig {
-        &self.config
-    }
-
-    fn plan(&self) -> &ModelPlan {
-        &self.plan
-    }
-
-    fn kv_layout(&self) -> &KvLayout {
-        &self.kv_layout
-    }
-
-    fn options(&self) -> &ExecOptions {
-        &self.options
+    fn parts(&self) -> ModelParts<'_> {
+        ModelParts {
+            config: &self.config,
+            plan: &self.plan,
+            kv_layout: &self.kv_layout,
+            options: &self.options,
+        }
     }
 
     fn dtype(&self) -> Dtype {
@@ -344,13 +310,5 @@ impl FamilyModel for Gemma4 {
             options,
             ..self.clone()
         })
-    }
-
-    fn as_any(&self) -> &dyn Any {
-        self
-    }
-
-    fn into_any(self: Rc<Self>) -> Rc<dyn Any> {
-        self
     }
 }

@@ -1,7 +1,6 @@
 //! The MLA family as a family: its [`Family`], its config as a [`ModelConfig`] and its
 //! loaded model as a [`FamilyModel`].
 
-use std::any::Any;
 use std::collections::BTreeMap;
 use std::path::Path;
 use std::rc::Rc;
@@ -15,7 +14,8 @@ use super::{Mla, monolith, plan, synth};
 use crate::cache::AnyCache;
 use crate::error::Result;
 use crate::family::{
-    AnyConfig, Family, FamilyModel, Loaded, ModelConfig, RandomTensors, WeightFacts,
+    AnyConfig, ConfigBasics, Family, FamilyModel, Loaded, ModelConfig, ModelParts, RandomTensors,
+    WeightFacts,
 };
 use crate::kv_layout::KvLayout;
 use crate::memory::{CacheShape, CacheWidth, MemoryShape, product, sum};
@@ -57,36 +57,17 @@ impl ModelConfig for MlaConfig {
         &FAMILY
     }
 
-    fn source(&self) -> &str {
-        &self.source
-    }
-
-    fn num_hidden_layers(&self) -> usize {
-        self.num_hidden_layers
-    }
-
-    fn hidden_size(&self) -> usize {
-        self.hidden_size
-    }
-
-    fn vocab_size(&self) -> usize {
-        self.vocab_size
-    }
-
-    fn eos_token_ids(&self) -> &[u32] {
-        &self.eos_token_ids
-    }
-
-    fn bos_token_id(&self) -> Option<u32> {
-        self.bos_token_id
-    }
-
-    fn max_position_embeddings(&self) -> Option<usize> {
-        Some(self.max_position_embeddings)
-    }
-
-    fn quantization(&self) -> Option<&QuantizationMap> {
-        self.quantization.as_ref()
+    fn basics(&self) -> ConfigBasics<'_> {
+        ConfigBasics {
+            source: &self.source,
+            num_hidden_layers: self.num_hidden_layers,
+            hidden_size: self.hidden_size,
+            vocab_size: self.vocab_size,
+            eos_token_ids: &self.eos_token_ids,
+            bos_token_id: self.bos_token_id,
+            max_position_embeddings: Some(self.max_position_embeddings),
+            quantization: self.quantization.as_ref(),
+        }
     }
 
     fn num_caches(&self) -> usize {
@@ -292,31 +273,16 @@ impl ModelConfig for MlaConfig {
             ),
         )
     }
-
-    fn same_as(&self, other: &dyn ModelConfig) -> bool {
-        other.as_any().downcast_ref::<Self>() == Some(self)
-    }
-
-    fn as_any(&self) -> &dyn Any {
-        self
-    }
 }
 
 impl FamilyModel for Mla {
-    fn config(&self) -> &dyn ModelConfig {
-        &self.config
-    }
-
-    fn plan(&self) -> &ModelPlan {
-        &self.plan
-    }
-
-    fn kv_layout(&self) -> &KvLayout {
-        &self.kv_layout
-    }
-
-    fn options(&self) -> &ExecOptions {
-        &self.options
+    fn parts(&self) -> ModelParts<'_> {
+        ModelParts {
+            config: &self.config,
+            plan: &self.plan,
+            kv_layout: &self.kv_layout,
+            options: &self.options,
+        }
     }
 
     fn dtype(&self) -> Dtype {
@@ -353,14 +319,6 @@ impl FamilyModel for Mla {
             options,
             ..self.clone()
         })
-    }
-
-    fn as_any(&self) -> &dyn Any {
-        self
-    }
-
-    fn into_any(self: Rc<Self>) -> Rc<dyn Any> {
-        self
     }
 }
 
