@@ -15,7 +15,7 @@ use runtime::kv_layout::KvLayout;
 use runtime::mlx_rs::Array;
 use runtime::model::segments::{self, CompiledStages};
 use runtime::model::{LanguageModel, Loaded};
-use runtime::options::ExecOptions;
+use runtime::options::{ExecOptions, Numerics};
 use runtime::registry::ImplChoice;
 use runtime::sampling::Sampler;
 use serde_json::{Value, json};
@@ -169,8 +169,24 @@ fn subject(name: &str, loaded: &Loaded, pipeline: PipelineArg) -> Result<Subject
             options.fused_kernels = false;
             ImplChoice::Generated
         }
+        "monolith-mlx" => {
+            options.numerics = Some(Numerics::Mlx);
+            ImplChoice::Monolith
+        }
+        "generated-mlx" => {
+            options.numerics = Some(Numerics::Mlx);
+            ImplChoice::Generated
+        }
+        "monolith-fast" => {
+            options.numerics = Some(Numerics::Fast);
+            ImplChoice::Monolith
+        }
+        "generated-fast" => {
+            options.numerics = Some(Numerics::Fast);
+            ImplChoice::Generated
+        }
         other => bail!(
-            "unknown implementation {other:?} (monolith, generated, generated-compiled, generated-eager, generated-unfused)"
+            "unknown implementation {other:?} (monolith, generated, generated-compiled, generated-eager, generated-unfused, monolith-mlx, generated-mlx, monolith-fast, generated-fast)"
         ),
     };
     let loaded = loaded.with_options(options);
@@ -418,10 +434,12 @@ fn report(
             json!({
                 "implementation": s.model.implementation(),
                 "pipeline": format!("{:?}", s.pipeline.runtime()),
-                "compiled_decode": s.base != "monolith"
+                "compiled_decode": !s.base.starts_with("monolith")
                     && segments::compiles_with(s.loaded.options(), s.loaded.dtype()),
-                "fused_kernels": s.base != "monolith"
+                "fused_kernels": !s.base.starts_with("monolith")
                     && runtime::kernels::enabled(s.loaded.options()),
+                "numerics": s.loaded.options().numerics().name(),
+                "fast_kernels": runtime::kernels::fast::enabled(s.loaded.options()),
                 "prefill_tok_s": stat(&pick(|r| r.prefill_tok_s)),
                 "ttft_s": stat(&pick(|r| r.ttft_s)),
                 "decode_tok_s": stat(&pick(|r| r.decode_tok_s)),

@@ -267,7 +267,8 @@ impl FamilyCode for Gemma4Code {
                 #keys,
                 #values,
                 s.mask(#mask),
-                Composition::SingleToken
+                Composition::SingleToken,
+                &m.options
             )?),
             Some(spec) => {
                 let spec = quant_spec(spec);

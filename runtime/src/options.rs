@@ -7,6 +7,39 @@ use crate::error::{Error, Result};
 use crate::model::barrier::Barrier;
 use crate::model::segments::CompiledStages;
 
+/// Whose arithmetic a model runs: the numerics profile.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Numerics {
+    /// MLX's kernels (and fused kernels of ours that reproduce their bytes): bit-equal
+    /// to mlx-lm. The default on the CPU and on Metal.
+    Mlx,
+    /// Kernels of our own where they are faster than MLX's ([`crate::kernels::fast`]),
+    /// run alike by the monolith and the generated code (so the two stay equal byte for
+    /// byte) and measured against mlx-lm rather than equal to it. The default on CUDA;
+    /// on other devices the same as [`Numerics::Mlx`], since its kernels are CUDA's.
+    Fast,
+}
+
+impl Numerics {
+    /// This device's default: [`Numerics::Fast`] where MLX's default device is a CUDA
+    /// GPU, [`Numerics::Mlx`] elsewhere.
+    pub fn device_default() -> Numerics {
+        if crate::backend::cuda_default() {
+            Numerics::Fast
+        } else {
+            Numerics::Mlx
+        }
+    }
+
+    /// The name `--numerics` and `MLX_AOT_NUMERICS` take.
+    pub fn name(self) -> &'static str {
+        match self {
+            Numerics::Mlx => "mlx",
+            Numerics::Fast => "fast",
+        }
+    }
+}
+
 /// The execution options of one loaded model. None of them changes the plan, and so none
 /// changes the fingerprint: they choose how the same computation runs.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -29,11 +62,18 @@ pub struct ExecOptions {
     /// (`group_expert_select`), which mlx-lm compiles under the same switch
     /// (`mx.disable_compile()` turns both off).
     pub compiled_swiglu: bool,
+    /// The numerics profile; `None`: this device's default ([`Numerics::device_default`]).
+    pub numerics: Option<Numerics>,
     /// Diagnostics: compute every fused kernel's outputs with the MLX ops it replaces
     /// too and report the ones that differ.
     pub fused_check: bool,
     /// Diagnostics: run every compiled stage eagerly too and report outputs that differ.
     pub stage_check: bool,
+    /// Diagnostics: single-token attention over float K/V (without a mask) computed in
+    /// f32 by MLX's own ops, then rounded back: the same formula as the `mlx` profile's,
+    /// more precisely, as a yardstick for the `fast` profile's distance
+    /// (`parity --distance --control`). Not selectable from the environment.
+    pub attention_f32: bool,
 }
 
 impl Default for ExecOptions {
@@ -44,24 +84,32 @@ impl Default for ExecOptions {
             barrier: None,
             compiled_activations: true,
             compiled_swiglu: true,
+            numerics: None,
             fused_check: false,
             stage_check: false,
+            attention_f32: false,
         }
     }
 }
 
 /// The environment variables [`ExecOptions::from_env`] reads, with what each takes.
-pub const ENV_VARS: [(&str, &str); 7] = [
+pub const ENV_VARS: [(&str, &str); 8] = [
     ("MLX_AOT_COMPILED_DECODE", "0 | pre | all | 1"),
     ("MLX_AOT_FUSED_KERNELS", "0 | 1"),
     ("MLX_AOT_LAYER_BARRIER", "0 | 1 | 2"),
     ("MLX_AOT_COMPILED_ACTIVATIONS", "0 | 1"),
     ("MLX_AOT_COMPILED_SWIGLU", "0 | 1"),
+    ("MLX_AOT_NUMERICS", "fast | mlx"),
     ("MLX_AOT_FUSED_CHECK", "0 | 1"),
     ("MLX_AOT_STAGE_CHECK", "0 | 1"),
 ];
 
 impl ExecOptions {
+    /// The numerics profile these options run on this device.
+    pub fn numerics(&self) -> Numerics {
+        self.numerics.unwrap_or_else(Numerics::device_default)
+    }
+
     /// The options the documented `MLX_AOT_*` variables ask for, over the defaults; for
     /// binaries to call once at start-up. A value outside what a variable takes is an
     /// error naming it.
@@ -109,6 +157,13 @@ impl ExecOptions {
                 _ => return Err(bad("MLX_AOT_LAYER_BARRIER", &v)),
             });
         }
+        if let Some(v) = read("MLX_AOT_NUMERICS")? {
+            o.numerics = Some(match v.as_str() {
+                "fast" => Numerics::Fast,
+                "mlx" => Numerics::Mlx,
+                _ => return Err(bad("MLX_AOT_NUMERICS", &v)),
+            });
+        }
         o.fused_kernels = switch("MLX_AOT_FUSED_KERNELS", o.fused_kernels)?;
         o.compiled_activations = switch("MLX_AOT_COMPILED_ACTIVATIONS", o.compiled_activations)?;
         o.compiled_swiglu = switch("MLX_AOT_COMPILED_SWIGLU", o.compiled_swiglu)?;
@@ -144,6 +199,7 @@ mod tests {
             ("MLX_AOT_LAYER_BARRIER", "2"),
             ("MLX_AOT_COMPILED_ACTIVATIONS", "0"),
             ("MLX_AOT_COMPILED_SWIGLU", "0"),
+            ("MLX_AOT_NUMERICS", "mlx"),
             ("MLX_AOT_FUSED_CHECK", "1"),
             ("MLX_AOT_STAGE_CHECK", "1"),
         ])
@@ -156,8 +212,10 @@ mod tests {
                 barrier: Some(Barrier::LayersAndAttention),
                 compiled_activations: false,
                 compiled_swiglu: false,
+                numerics: Some(Numerics::Mlx),
                 fused_check: true,
                 stage_check: true,
+                attention_f32: false,
             }
         );
     }
@@ -178,5 +236,25 @@ mod tests {
             e.contains("MLX_AOT_FUSED_KERNELS") && e.contains("0 | 1"),
             "{e}"
         );
+        let e = with(&[("MLX_AOT_NUMERICS", "exact")])
+            .unwrap_err()
+            .to_string();
+        assert!(
+            e.contains("MLX_AOT_NUMERICS") && e.contains("fast | mlx"),
+            "{e}"
+        );
+    }
+
+    #[test]
+    fn fast_numerics_run_only_on_cuda_and_are_its_default() {
+        // Fast kernels are CUDA's: elsewhere both profiles run MLX's arithmetic.
+        let cuda = crate::backend::cuda_default();
+        let default = with(&[]).unwrap().numerics();
+        assert_eq!(default, if cuda { Numerics::Fast } else { Numerics::Mlx });
+        let fast = with(&[("MLX_AOT_NUMERICS", "fast")]).unwrap();
+        assert_eq!(fast.numerics(), Numerics::Fast);
+        assert_eq!(crate::kernels::fast::enabled(&fast), cuda);
+        let mlx = with(&[("MLX_AOT_NUMERICS", "mlx")]).unwrap();
+        assert!(!crate::kernels::fast::enabled(&mlx));
     }
 }

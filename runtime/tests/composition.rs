@@ -4,6 +4,7 @@
 
 use runtime::mlx_rs::{Array, Dtype};
 use runtime::nn::{AttnMask, Composition, sdpa, sdpa_with};
+use runtime::options::ExecOptions;
 
 fn normal(shape: &[i32], seed: u64) -> Array {
     let key = runtime::mlx_rs::random::key(seed).unwrap();
@@ -52,7 +53,15 @@ fn single_token_attention_has_the_fallbacks_bytes_with_two_ops_fewer() {
             let q = normal(&[1, heads, 1, d], seed);
             let (k, v) = kv(kv_heads, rows, d, view, seed + 10);
             let reference = sdpa(&q, &k, &v, &AttnMask::None).unwrap();
-            let lean = sdpa_with(&q, &k, &v, &AttnMask::None, Composition::SingleToken).unwrap();
+            let lean = sdpa_with(
+                &q,
+                &k,
+                &v,
+                &AttnMask::None,
+                Composition::SingleToken,
+                &ExecOptions::default(),
+            )
+            .unwrap();
             // MLX's CPU backend always decomposes; the multiply by 1.0 and its broadcast
             // are the ops left out. (Counted before evaluation detaches the graphs.)
             assert_eq!(ops(&lean) + 2, ops(&reference), "heads {heads}/{kv_heads}");
@@ -72,7 +81,7 @@ fn attention_keeps_the_reference_call_where_the_single_token_form_does_not_apply
     let (k, v) = kv(2, 20, 64, false, 52);
     let same = |q: &Array, mask: &AttnMask, c: Composition| {
         let reference = sdpa(q, &k, &v, mask).unwrap();
-        let with = sdpa_with(q, &k, &v, mask, c).unwrap();
+        let with = sdpa_with(q, &k, &v, mask, c, &ExecOptions::default()).unwrap();
         assert_eq!(ops(&reference), ops(&with));
         assert_eq!(bytes(&reference), bytes(&with));
     };

@@ -133,6 +133,7 @@ fn donor_sliding_plain_moe_scalar(
         &values,
         s.mask(LayerType::Sliding),
         Composition::SingleToken,
+        &m.options,
     )?;
     let h = s.run_post(i, post_moe_scalar, &[h, &o])?;
     Ok(h)
@@ -157,6 +158,7 @@ fn donor_full_plain_keqv_moe_scalar(
         &values,
         s.mask(LayerType::Full),
         Composition::SingleToken,
+        &m.options,
     )?;
     let h = s.run_post(i, post_moe_scalar, &[h, &o])?;
     Ok(h)

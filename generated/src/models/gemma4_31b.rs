@@ -160,6 +160,7 @@ fn donor_sliding_plain_scalar(
         &values,
         s.mask(LayerType::Sliding),
         Composition::SingleToken,
+        &m.options,
     )?;
     let h = s.run_post(i, post_dense_scalar, &[h, &o])?;
     Ok(h)
@@ -184,6 +185,7 @@ fn donor_full_plain_keqv_scalar(
         &values,
         s.mask(LayerType::Full),
         Composition::SingleToken,
+        &m.options,
     )?;
     let h = s.run_post(i, post_dense_scalar, &[h, &o])?;
     Ok(h)

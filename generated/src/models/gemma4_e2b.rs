@@ -145,6 +145,7 @@ fn donor_sliding_plain_ple_scalar(
         &values,
         s.mask(LayerType::Sliding),
         Composition::SingleToken,
+        &m.options,
     )?;
     let pli = s.per_layer_input(i)?.clone();
     let h = s.run_post(i, post_dense_ple_scalar, &[h, &o, &pli])?;
@@ -169,6 +170,7 @@ fn donor_full_plain_ple_scalar(
         &values,
         s.mask(LayerType::Full),
         Composition::SingleToken,
+        &m.options,
     )?;
     let pli = s.per_layer_input(i)?.clone();
     let h = s.run_post(i, post_dense_ple_scalar, &[h, &o, &pli])?;
@@ -194,6 +196,7 @@ fn donor_sliding_plain_ple_scalar_export(
         &values,
         s.mask(LayerType::Sliding),
         Composition::SingleToken,
+        &m.options,
     )?;
     let pli = s.per_layer_input(i)?.clone();
     let h = s.run_post(i, post_dense_ple_scalar, &[h, &o, &pli])?;
@@ -222,6 +225,7 @@ fn donor_full_plain_ple_scalar_export(
         &values,
         s.mask(LayerType::Full),
         Composition::SingleToken,
+        &m.options,
     )?;
     let pli = s.per_layer_input(i)?.clone();
     let h = s.run_post(i, post_dense_ple_scalar, &[h, &o, &pli])?;
@@ -252,6 +256,7 @@ fn sharer_sliding_plain_ple_scalar(
         values,
         s.mask(LayerType::Sliding),
         Composition::SingleToken,
+        &m.options,
     )?;
     let pli = s.per_layer_input(i)?.clone();
     let h = s.run_post(i, post_dense_ple_scalar, &[h, &o, &pli])?;
@@ -277,6 +282,7 @@ fn sharer_full_plain_ple_scalar(
         values,
         s.mask(LayerType::Full),
         Composition::SingleToken,
+        &m.options,
     )?;
     let pli = s.per_layer_input(i)?.clone();
     let h = s.run_post(i, post_dense_ple_scalar, &[h, &o, &pli])?;

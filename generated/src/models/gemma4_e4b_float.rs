@@ -155,6 +155,7 @@ fn donor_sliding_plain_ple_scalar(
         &values,
         s.mask(LayerType::Sliding),
         Composition::SingleToken,
+        &m.options,
     )?;
     let pli = s.per_layer_input(i)?.clone();
     let h = s.run_post(i, post_dense_ple_scalar, &[h, &o, &pli])?;
@@ -179,6 +180,7 @@ fn donor_full_plain_ple_scalar(
         &values,
         s.mask(LayerType::Full),
         Composition::SingleToken,
+        &m.options,
     )?;
     let pli = s.per_layer_input(i)?.clone();
     let h = s.run_post(i, post_dense_ple_scalar, &[h, &o, &pli])?;
@@ -204,6 +206,7 @@ fn donor_sliding_plain_ple_scalar_export(
         &values,
         s.mask(LayerType::Sliding),
         Composition::SingleToken,
+        &m.options,
     )?;
     let pli = s.per_layer_input(i)?.clone();
     let h = s.run_post(i, post_dense_ple_scalar, &[h, &o, &pli])?;
@@ -232,6 +235,7 @@ fn donor_full_plain_ple_scalar_export(
         &values,
         s.mask(LayerType::Full),
         Composition::SingleToken,
+        &m.options,
     )?;
     let pli = s.per_layer_input(i)?.clone();
     let h = s.run_post(i, post_dense_ple_scalar, &[h, &o, &pli])?;
@@ -262,6 +266,7 @@ fn sharer_sliding_plain_ple_scalar(
         values,
         s.mask(LayerType::Sliding),
         Composition::SingleToken,
+        &m.options,
     )?;
     let pli = s.per_layer_input(i)?.clone();
     let h = s.run_post(i, post_dense_ple_scalar, &[h, &o, &pli])?;
@@ -287,6 +292,7 @@ fn sharer_full_plain_ple_scalar(
         values,
         s.mask(LayerType::Full),
         Composition::SingleToken,
+        &m.options,
     )?;
     let pli = s.per_layer_input(i)?.clone();
     let h = s.run_post(i, post_dense_ple_scalar, &[h, &o, &pli])?;

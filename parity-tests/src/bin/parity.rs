@@ -31,6 +31,18 @@ struct Args {
     /// Skip the phase with a cache of another signature (quantized caches).
     #[arg(long)]
     no_altered: bool,
+    /// Instead of the gate: the `fast` numerics profile's distance to the `mlx` one over
+    /// this many decode steps after a `--prompt`-token prefill [512 with --full, else 21]
+    /// (generated under `fast` against the monolith under `mlx`, teacher-forced).
+    #[arg(long)]
+    distance: Option<usize>,
+    /// With --distance: print every step's figures too.
+    #[arg(long)]
+    per_step: bool,
+    /// With --distance: measure the control instead of `fast` (the `mlx` profile with its
+    /// single-token attention in f32 through MLX's ops).
+    #[arg(long)]
+    control: bool,
 }
 
 fn main() -> ExitCode {
@@ -84,6 +96,38 @@ fn main() -> ExitCode {
             known.join(", ")
         );
         return ExitCode::FAILURE;
+    }
+    if let Some(steps) = args.distance {
+        let prompt = args.prompt.unwrap_or(if args.full { 512 } else { 21 });
+        let mut failed = false;
+        for imp in chosen {
+            eprintln!("measuring {} ...", imp.id);
+            let side = if args.control {
+                parity_tests::distance::Side::Control
+            } else {
+                parity_tests::distance::Side::Fast
+            };
+            match parity_tests::distance::run(imp, args.full, opts.exec, prompt, steps, side) {
+                Ok(d) => {
+                    if args.per_step {
+                        println!("step,rel_err,max_abs,argmax_equal");
+                        for (t, s) in d.steps.iter().enumerate() {
+                            println!("{t},{:.6e},{:.6e},{}", s.rel_err, s.max_abs, s.argmax_equal);
+                        }
+                    }
+                    println!("{d}");
+                }
+                Err(e) => {
+                    eprintln!("FAILED: {e}");
+                    failed = true;
+                }
+            }
+        }
+        return if failed {
+            ExitCode::FAILURE
+        } else {
+            ExitCode::SUCCESS
+        };
     }
     let mut report = Report {
         self_check: opts.self_check,

@@ -35,6 +35,9 @@ pub struct KernelSpec {
     pub inputs: Vec<&'static str>,
     /// Output parameter names.
     pub outputs: Vec<&'static str>,
+    /// Whether MLX copies every input that is not row-contiguous before the launch; a
+    /// kernel that reads its inputs' strides (`NAME_strides` in its body) says false.
+    pub contiguous: bool,
 }
 
 /// The helpers every kernel body uses.
@@ -126,7 +129,7 @@ fn create(spec: &KernelSpec) -> Result<Handle> {
             outputs.0,
             body.as_ptr(),
             header.as_ptr(),
-            true,
+            spec.contiguous,
             0,
         )
     };

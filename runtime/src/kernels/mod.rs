@@ -17,6 +17,7 @@
 //! single-token composition (generated decode steps).
 
 mod cuda;
+pub mod fast;
 
 use std::cell::RefCell;
 use std::collections::HashMap;
@@ -151,6 +152,7 @@ pub fn residual(
             .into_iter()
             .chain(next.then_some("x_out"))
             .collect(),
+        contiguous: true,
     };
     let template = [
         Template::Dtype(c"T", h.dtype()),
@@ -261,6 +263,7 @@ pub fn geglu(g: &Array, u: &Array, form: Gelu) -> Result<Array> {
         defines: vec![("AOT_GELU_FMA", fma as i32)],
         inputs: vec!["g", "u", "c"],
         outputs: vec!["out"],
+        contiguous: true,
     };
     let template = [
         Template::Dtype(c"T", g.dtype()),
@@ -364,6 +367,7 @@ pub fn attention_inputs(a: &AttentionInputs<'_>) -> Result<Vec<Array>> {
             .chain(with_freqs.then_some("freqs"))
             .collect(),
         outputs: if kv { vec!["q", "k", "v"] } else { vec!["q"] },
+        contiguous: true,
     };
     let template = [
         Template::Dtype(c"T", dtype),

@@ -7,9 +7,11 @@ use mlx_rs::{Array, Dtype};
 
 use crate::cache::QuantTriple;
 use crate::error::Result;
+use crate::kernels;
 use crate::nn::composition::Composition;
 use crate::nn::mask::AttnMask;
 use crate::nn::scalar;
+use crate::options::ExecOptions;
 use crate::quantization::QuantSpec;
 
 /// `fast::scaled_dot_product_attention(q, k, v, scale = 1.0, mask)`; GQA handled natively.
@@ -24,18 +26,29 @@ pub fn sdpa(q: &Array, k: &Array, v: &Array, mask: &AttnMask) -> Result<Array> {
     )?)
 }
 
-/// [`sdpa`], or under [`Composition::SingleToken`] for one query token without a mask,
-/// where MLX would run its op-by-op fallback rather than a fused kernel: that fallback's
-/// ops without its multiplication by the scale 1.0 (`x * 1.0` is `x`, bit for bit),
-/// two ops fewer per layer. Where MLX has a fused kernel for these shapes (Metal), this
-/// is [`sdpa`].
+/// [`sdpa`], in the shortest form `options` and `composition` allow. Under the `fast`
+/// numerics profile, the single-token attention kernel of ours where it applies
+/// ([`kernels::fast::decode_attention`], in any composition, so that the monolith and
+/// the generated code run it alike). Otherwise under [`Composition::SingleToken`], for
+/// one query token without a mask where MLX would run its op-by-op fallback rather than
+/// a fused kernel: that fallback's ops without its multiplication by the scale 1.0
+/// (`x * 1.0` is `x`, bit for bit), two ops fewer per layer. Where MLX has a fused
+/// kernel for these shapes (Metal), this is [`sdpa`].
 pub fn sdpa_with(
     q: &Array,
     k: &Array,
     v: &Array,
     mask: &AttnMask,
     composition: Composition,
+    options: &ExecOptions,
 ) -> Result<Array> {
+    if let Some(o) = kernels::fast::decode_attention(q, k, v, 1.0, mask, options)? {
+        return Ok(o);
+    }
+    if options.attention_f32 && q.ndim() == 4 && q.dim(2) == 1 && matches!(mask, AttnMask::None) {
+        let f = |a: &Array| a.as_dtype(Dtype::Float32);
+        return Ok(sdpa(&f(q)?, &f(k)?, &f(v)?, mask)?.as_dtype(q.dtype())?);
+    }
     let one_token = q.ndim() == 4 && composition.single(q.dim(2));
     if !one_token || !matches!(mask, AttnMask::None) || !mlx_decomposes(q, k, v)? {
         return sdpa(q, k, v, mask);

@@ -14,7 +14,7 @@ use crate::kernels;
 use crate::nn::activation::{gelu_approx, logit_softcap};
 pub use crate::nn::composition::Composition;
 use crate::nn::mask::AttnMask;
-use crate::nn::{Rope, RopeOffset, rms_norm, scalar, sdpa, sdpa_quantized};
+use crate::nn::{Rope, RopeOffset, rms_norm, scalar, sdpa_quantized, sdpa_with};
 
 /// What every layer of one forward step reads besides the residual stream.
 #[derive(Debug, Clone)]
@@ -242,10 +242,14 @@ pub fn rope(rope: &Rope, x: &Array, offset: &RopeOffset) -> Result<Array> {
     rope.apply_at(x, offset)
 }
 
-/// Attention over float or quantized K/V (the dispatch mlx-lm and mlx-optiq make).
-pub fn attend(q: &Array, kv: &Kv, mask: &AttnMask) -> Result<Array> {
+/// Attention over float or quantized K/V (the dispatch mlx-lm and mlx-optiq make), in
+/// the reference's composition: float K/V through [`sdpa_with`], as the generated code
+/// calls it (which under the `fast` numerics profile is a kernel of ours).
+pub fn attend(m: &Gemma4, q: &Array, kv: &Kv, mask: &AttnMask) -> Result<Array> {
     match kv {
-        Kv::Float { keys, values } => sdpa(q, keys, values, mask),
+        Kv::Float { keys, values } => {
+            sdpa_with(q, keys, values, mask, Composition::Reference, &m.options)
+        }
         Kv::Quant { keys, values, spec } => sdpa_quantized(q, keys, values, *spec, mask),
     }
 }

@@ -58,7 +58,7 @@ pub fn forward(m: &Gemma4, tokens: &Array, caches: &mut [AnyCache]) -> Result<Ar
             }
         };
         let q = blocks::rope(rope, &q, &kv.offset)?;
-        let o = blocks::attend(&q, &kv.kv, mask)?;
+        let o = blocks::attend(m, &q, &kv.kv, mask)?;
         crate::model::barrier::attention_done(&o, barrier)?;
         let pli = if layer.flags.per_layer_input {
             Some(blocks::per_layer_input(&inputs, i as i32)?)
