@@ -42,6 +42,7 @@ impl Mlp {
             self.gate_up.as_ref(),
             x,
             composition,
+            options,
         )?;
         let compiled = options.compiled_activations;
         let a = if x.ndim() == 3 && composition.fused_kernels(x.dim(1), options) {
@@ -53,7 +54,7 @@ impl Mlp {
         } else {
             geglu(&g, &u, compiled)?
         };
-        self.down.forward(&a)
+        self.down.forward_with(&a, options)
     }
 
     /// Fuses gate and up (see [`FusedProjection::fuse`]); a no-op for float weights.

@@ -149,6 +149,7 @@ pub fn queries_keys_values(
         w.qkv.as_ref(),
         x,
         composition,
+        &m.options,
     )?;
     let q = finish_queries(m, w, &q, qk_norm, composition)?;
     let (k, v) = finish_keys_values(m, w, &k, &v, qk_norm, composition)?;
@@ -182,7 +183,10 @@ pub fn attention_out(
     residual: Residual,
     composition: Composition,
 ) -> Result<Array> {
-    let a = w.attn.o_proj.forward(&composition.merge_heads(o)?)?;
+    let a = w
+        .attn
+        .o_proj
+        .forward_with(&composition.merge_heads(o)?, &m.options)?;
     residual.add(m, h, &a)
 }
 
@@ -196,9 +200,7 @@ pub fn mlp(
     composition: Composition,
 ) -> Result<Array> {
     let f = rms_norm(h, Some(&w.post_attn_norm), m.eps)?;
-    let f = w
-        .mlp
-        .forward_with(&f, composition, m.options.compiled_swiglu)?;
+    let f = w.mlp.forward_with(&f, composition, &m.options)?;
     residual.add(m, h, &f)
 }
 
@@ -211,7 +213,7 @@ pub fn head(m: &Llama, h: &Array) -> Result<Array> {
         None => h,
     };
     match &m.weights.lm_head {
-        Some(head) => head.forward(&h),
-        None => m.weights.embed.as_linear(&h),
+        Some(head) => head.forward_with(&h, &m.options),
+        None => m.weights.embed.as_linear_with(&h, &m.options),
     }
 }
