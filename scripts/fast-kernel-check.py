@@ -1,6 +1,5 @@
-"""Do the `fast` numerics profile's kernels (runtime/src/kernels/fast.rs: decode
-attention, quantized matrix-vector products) compute what they should, how close to
-MLX's arithmetic, and at what cost?
+"""Do the `fast` numerics profile's kernels (runtime/src/kernels/fast.rs) compute what
+they should, how close to MLX's arithmetic, and at what cost?
 
 Runs each kernel through `mx.fast.cuda_kernel` (the source and template parameters the
 Rust runtime uses) on seeded inputs at the presets' decode shapes, and compares it with
@@ -91,39 +90,6 @@ def ours(q, k, v, scale):
         output_shapes=[(b, h, 1, d)],
         output_dtypes=[q.dtype],
     )[0]
-
-
-QMV = mx.fast.cuda_kernel(
-    name="mlx_aot_qmv",
-    input_names=["x", "w", "scales", "biases"],
-    output_names=["out"],
-    source=read("qmv.cu"),
-    header=HEADER,
-)
-QMV_WARPS = 8  # runtime/src/kernels/fast.rs
-
-
-def qmv(x, w, scales, biases, bits, group):
-    k = x.shape[-1]
-    n = w.shape[0]
-    rows = x.size // k
-    block = QMV_WARPS * 32
-    return QMV(
-        inputs=[x, w, scales, biases],
-        template=[("T", x.dtype), ("BITS", bits), ("GROUP", group), ("K", k), ("N", n), ("M", rows)],
-        grid=((n + QMV_WARPS - 1) // QMV_WARPS * block, 1, 1),
-        threadgroup=(block, 1, 1),
-        output_shapes=[x.shape[:-1] + (n,)],
-        output_dtypes=[x.dtype],
-    )[0]
-
-
-def quantized(seed, n, k, bits, group):
-    mx.random.seed(seed)
-    wf = (mx.random.normal((n, k)) * 0.02).astype(mx.bfloat16)
-    w, scales, biases = mx.quantize(wf, group_size=group, bits=bits)
-    mx.eval(w, scales, biases)
-    return w, scales, biases
 
 
 def exact(q, k, v, scale):
@@ -227,68 +193,6 @@ def main():
             results["timing"].append(row)
             print(f"| {label} | {rows} | {row['ours_submit_us']:.2f} | {row['ours_total_us']:.2f} | "
                   f"{row['mlx_submit_us']:.2f} | {row['mlx_total_us']:.2f} | {row['ours_kv_gb_s']:.0f} |")
-    print()
-    print("| quantized matvec | bits | group | rows | ours vs exact | MLX vs exact | ok |")
-    print("|---|---:|---:|---:|---:|---:|---|")
-    qmv_shapes = [(2560, 10240), (10240, 2560), (2560, 2048), (2560, 256), (256, 2560), (2816, 704)]
-    for k, n in qmv_shapes:
-        for bits, group in ((4, 64), (4, 32), (4, 128), (8, 64)):
-            for rows in (1, 2, 8):
-                worst = [0.0, 0.0]
-                for seed in range(args.seeds):
-                    w, sc, bi = quantized(seed, n, k, bits, group)
-                    mx.random.seed(1000 + seed)
-                    x = mx.random.normal((1, rows, k)).astype(mx.bfloat16)
-                    wd = mx.dequantize(w, sc, bi, group_size=group, bits=bits).astype(mx.float32)
-                    e = x.astype(mx.float32) @ wd.T
-                    o = qmv(x, w, sc, bi, bits, group)
-                    m = mx.quantized_matmul(x, w, sc, bi, transpose=True, group_size=group, bits=bits)
-                    worst = [max(worst[0], rel(o, e)), max(worst[1], rel(m, e))]
-                ok = worst[0] < args.tol and worst[0] <= args.factor * worst[1] + 1e-5
-                failed += not ok
-                results["correctness"].append(dict(kernel="qmv", k=k, n=n, bits=bits, group=group,
-                                                   rows=rows, ours_vs_exact=worst[0],
-                                                   mlx_vs_exact=worst[1], ok=ok))
-                print(f"| {k}->{n} | {bits} | {group} | {rows} | {worst[0]:.2e} | {worst[1]:.2e} | "
-                      f"{'yes' if ok else 'NO'} |")
-    print()
-    print("| quantized matvec timing (4-bit g64, 1 row) | ours submit us | ours total us | MLX submit us | MLX total us | ours GB/s | MLX GB/s |")
-    print("|---|---:|---:|---:|---:|---:|---:|")
-    up = quantized(0, 10240, 2560, 4, 64)
-    down = quantized(1, 2560, 10240, 4, 64)
-    head = quantized(2, 262144, 2560, 4, 64)
-    nbytes = lambda t: sum(a.nbytes for a in t)
-
-    def ours_mlp(x):
-        return qmv(qmv(x, *up, 4, 64), *down, 4, 64)
-
-    def mlx_mlp(x):
-        y = mx.quantized_matmul(x, *up, transpose=True, group_size=64, bits=4)
-        return mx.quantized_matmul(y, *down, transpose=True, group_size=64, bits=4)
-
-    x = mx.random.normal((1, 1, 2560)).astype(mx.bfloat16)
-    mx.eval(x)
-    n = args.n
-    s_o, t_o = timed(chain(ours_mlp, x, n), args.reps)
-    s_m, t_m = timed(chain(mlx_mlp, x, n), args.reps)
-    b = nbytes(up) + nbytes(down)
-    row = dict(case="2560->10240->2560 (a pair per call)", ours_submit_us=s_o / n / 2 * 1e6,
-               ours_total_us=t_o / n / 2 * 1e6, mlx_submit_us=s_m / n / 2 * 1e6,
-               mlx_total_us=t_m / n / 2 * 1e6, ours_gb_s=b / (t_o / n) / 1e9, mlx_gb_s=b / (t_m / n) / 1e9)
-    results["timing"].append(row)
-    print(f"| {row['case']}, per product | {row['ours_submit_us']:.2f} | {row['ours_total_us']:.2f} | "
-          f"{row['mlx_submit_us']:.2f} | {row['mlx_total_us']:.2f} | {row['ours_gb_s']:.0f} | {row['mlx_gb_s']:.0f} |")
-    reps = 20
-    s_o, t_o = timed(lambda: [qmv(x + i, *head, 4, 64) for i in range(reps)], args.reps)
-    s_m, t_m = timed(lambda: [mx.quantized_matmul(x + i, *head, transpose=True, group_size=64, bits=4)
-                              for i in range(reps)], args.reps)
-    b = nbytes(head)
-    row = dict(case="lm head 2560->262144", ours_submit_us=s_o / reps * 1e6, ours_total_us=t_o / reps * 1e6,
-               mlx_submit_us=s_m / reps * 1e6, mlx_total_us=t_m / reps * 1e6,
-               ours_gb_s=b / (t_o / reps) / 1e9, mlx_gb_s=b / (t_m / reps) / 1e9)
-    results["timing"].append(row)
-    print(f"| {row['case']} | {row['ours_submit_us']:.2f} | {row['ours_total_us']:.2f} | "
-          f"{row['mlx_submit_us']:.2f} | {row['mlx_total_us']:.2f} | {row['ours_gb_s']:.0f} | {row['mlx_gb_s']:.0f} |")
     results["failed"] = failed
     with open(args.json, "w") as f:
         json.dump(results, f, indent=1)

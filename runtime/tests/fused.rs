@@ -51,9 +51,7 @@ fn fused_parts_equal_separate_matmuls_byte_for_byte() {
         let refs: Vec<&Linear> = parts.iter().collect();
         let (fused, views) = FusedProjection::fuse(&refs).unwrap().expect("fusable");
         assert_eq!(fused.parts(), 3);
-        let together = fused
-            .forward(&x, &runtime::options::ExecOptions::default())
-            .unwrap();
+        let together = fused.forward(&x).unwrap();
         for ((p, v), t) in parts.iter().zip(&views).zip(&together) {
             let alone = bytes(&p.forward(&x).unwrap());
             assert_eq!(alone, bytes(t), "fused part differs ({rows} rows)");
@@ -106,9 +104,7 @@ fn fused_product_is_split_by_one_op() {
     let (fused, _) = FusedProjection::fuse(&refs).unwrap().expect("fusable");
     let x = runtime::mlx_rs::ops::zeros_dtype(&[1, 1, 128], Dtype::Bfloat16).unwrap();
     x.eval().unwrap();
-    let together = fused
-        .forward(&x, &runtime::options::ExecOptions::default())
-        .unwrap();
+    let together = fused.forward(&x).unwrap();
     let outputs: Vec<&Array> = together.iter().collect();
     let ops = runtime::graph::histogram(&runtime::graph::dot(&outputs).unwrap());
     assert_eq!(ops.get("QuantizedMatmul"), Some(&1), "{ops:?}");

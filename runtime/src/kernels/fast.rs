@@ -7,15 +7,12 @@
 //! - [`decode_attention`]: single-token attention over float K/V at head dims MLX runs
 //!   as two matmuls and a softmax (Gemma 4's 256 and 512): two launches instead of
 //!   three, spread over the GPU's SMs, with scores and probabilities kept in f32.
-//! - [`quantized_matvec`]: 4- and 8-bit affine-quantized products for 1 to 8 rows (a
-//!   decode step's projections and LM head), one warp per output feature, f32 sums.
 
 use mlx_rs::{Array, Dtype};
 
 use super::cuda::{KernelSpec, Launch, Template, call};
 use super::missing;
 use crate::error::Result;
-use crate::nn::linear::QuantizedWeight;
 use crate::nn::mask::AttnMask;
 use crate::options::{ExecOptions, Numerics};
 
@@ -118,84 +115,6 @@ pub fn decode_attention(
     .pop()
     .ok_or_else(|| missing("decode attention merge"))?;
     Ok(Some(out))
-}
-
-/// Output features per block of [`quantized_matvec`] (one warp each).
-const QMV_WARPS: i32 = 8;
-
-/// The most rows of `x` [`quantized_matvec`] takes (one accumulator each per lane).
-pub const QMV_MAX_ROWS: i32 = 8;
-
-/// `x Wᵀ` on an affine-quantized weight, as one kernel, where it applies: under
-/// [`enabled`] options, a 2-D weight of 4 or 8 bits with groups of 32, 64 or 128, `x`
-/// `[.., K]` with 1 to [`QMV_MAX_ROWS`] rows, and `x`, scales and biases of one 16-bit
-/// float dtype. `None` where it does not (the caller runs `quantized_matmul`).
-pub fn quantized_matvec(
-    x: &Array,
-    w: &QuantizedWeight,
-    options: &ExecOptions,
-) -> Result<Option<Array>> {
-    if !enabled(options) || !qmv_applies(x, w) {
-        return Ok(None);
-    }
-    let k = x.dim(-1);
-    let n = w.weight.dim(0);
-    let rows = x.size() as i32 / k;
-    let template = [
-        Template::Dtype(c"T", x.dtype()),
-        Template::Int(c"BITS", w.spec.bits as i32),
-        Template::Int(c"GROUP", w.spec.group_size as i32),
-        Template::Int(c"K", k),
-        Template::Int(c"N", n),
-        Template::Int(c"M", rows),
-    ];
-    let mut shape = x.shape().to_vec();
-    if let Some(last) = shape.last_mut() {
-        *last = n;
-    }
-    let block = QMV_WARPS * 32;
-    let out = call(
-        "mlx_aot_qmv",
-        || KernelSpec {
-            name: "mlx_aot_qmv",
-            body: include_str!("../../kernels/qmv.cu"),
-            defines: Vec::new(),
-            inputs: vec!["x", "w", "scales", "biases"],
-            outputs: vec!["out"],
-            contiguous: true,
-        },
-        &[x, &w.weight, &w.scales, &w.biases],
-        &Launch {
-            threads: (n + QMV_WARPS - 1) / QMV_WARPS * block,
-            block,
-            output_shapes: vec![shape],
-            dtype: x.dtype(),
-            template: &template,
-        },
-    )?
-    .pop()
-    .ok_or_else(|| missing("quantized matvec"))?;
-    Ok(Some(out))
-}
-
-/// Whether [`quantized_matvec`] takes `x` and `w` (the options aside).
-pub fn qmv_applies(x: &Array, w: &QuantizedWeight) -> bool {
-    let (bits, group) = (w.spec.bits as i32, w.spec.group_size as i32);
-    let dtype = x.dtype();
-    let k = x.dim(-1);
-    let rows = if k > 0 { x.size() as i32 / k } else { 0 };
-    w.weight.ndim() == 2
-        && matches!(bits, 4 | 8)
-        && matches!(group, 32 | 64 | 128)
-        && matches!(dtype, Dtype::Bfloat16 | Dtype::Float16)
-        && w.scales.dtype() == dtype
-        && w.biases.dtype() == dtype
-        && w.weight.dtype() == Dtype::Uint32
-        && k > 0
-        && w.weight.dim(1) * (32 / bits) == k
-        && w.scales.dim(1) * group == k
-        && (k * bits / 32) % 4 == 0
-        && (1..=QMV_MAX_ROWS).contains(&rows)
 }
 
 /// Whether [`decode_attention`] takes these inputs (the options aside).

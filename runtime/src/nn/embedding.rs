@@ -5,7 +5,6 @@ use mlx_rs::Array;
 
 use crate::error::Result;
 use crate::nn::linear::QuantizedWeight;
-use crate::options::ExecOptions;
 
 /// A `[vocab, dims]` table.
 #[derive(Debug, Clone)]
@@ -41,15 +40,6 @@ impl Embedding {
             Embedding::Float { weight } => mlx_rs::ops::matmul(x, weight.t())?,
             Embedding::Quantized(q) => q.matmul_t(x)?,
         })
-    }
-
-    /// [`Self::as_linear`] as `options` run it (a quantized table through
-    /// [`crate::nn::linear::QuantizedWeight::matmul_t_with`]).
-    pub fn as_linear_with(&self, x: &Array, options: &ExecOptions) -> Result<Array> {
-        match self {
-            Embedding::Float { weight } => Ok(mlx_rs::ops::matmul(x, weight.t())?),
-            Embedding::Quantized(q) => q.matmul_t_with(x, options),
-        }
     }
 
     /// Rows of the table.

@@ -14,7 +14,6 @@ use crate::error::{Error, Result};
 use crate::nn::composition::Composition;
 use crate::nn::linear::{Linear, QuantizedWeight};
 use crate::nn::split::split_sizes;
-use crate::options::ExecOptions;
 
 /// Several quantized projections of the same input, fused.
 #[derive(Debug, Clone)]
@@ -105,22 +104,18 @@ impl FusedProjection {
 
     /// The parts' products `x Wᵢᵀ`, in order, from one quantized matmul split by one
     /// `split` (one op for all the parts, where a slice each would be one op per part).
-    pub fn forward(&self, x: &Array, options: &ExecOptions) -> Result<Vec<Array>> {
-        split_sizes(&self.weight.matmul_t_with(x, options)?, &self.outs, -1)
+    pub fn forward(&self, x: &Array) -> Result<Vec<Array>> {
+        split_sizes(&self.weight.matmul_t(x)?, &self.outs, -1)
     }
 
     /// The parts' products side by side, unsplit: `x Wᵀ` of the concatenated weight.
-    pub fn product(&self, x: &Array, options: &ExecOptions) -> Result<Array> {
-        self.weight.matmul_t_with(x, options)
+    pub fn product(&self, x: &Array) -> Result<Array> {
+        self.weight.matmul_t(x)
     }
 
     /// [`FusedProjection::forward`] as exactly `N` parts.
-    pub fn forward_parts<const N: usize>(
-        &self,
-        x: &Array,
-        options: &ExecOptions,
-    ) -> Result<[Array; N]> {
-        let parts = self.forward(x, options)?;
+    pub fn forward_parts<const N: usize>(&self, x: &Array) -> Result<[Array; N]> {
+        let parts = self.forward(x)?;
         let n = parts.len();
         parts.try_into().map_err(|_| {
             Error::Unsupported(format!(
@@ -136,22 +131,19 @@ impl FusedProjection {
 }
 
 /// The products `x Wᵢᵀ` of `linears`: from `fused`, their fused form, where `composition`
-/// picks it for `x`, else one matmul each (as `options` run them: under the `fast`
-/// profile one warp computes one output feature either way, so the fused and separate
-/// forms give the same bytes).
+/// picks it for `x`, else one matmul each.
 pub fn products<const N: usize>(
     linears: [&Linear; N],
     fused: Option<&FusedProjection>,
     x: &Array,
     composition: Composition,
-    options: &ExecOptions,
 ) -> Result<[Array; N]> {
     match composition.fused(fused, x) {
-        Some(f) => f.forward_parts(x, options),
+        Some(f) => f.forward_parts(x),
         None => {
             let mut out = Vec::with_capacity(N);
             for l in linears {
-                out.push(l.forward_with(x, options)?);
+                out.push(l.forward(x)?);
             }
             out.try_into()
                 .map_err(|_| Error::Unsupported(format!("other than {N} separate products")))

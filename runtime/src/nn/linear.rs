@@ -4,8 +4,6 @@
 use mlx_rs::Array;
 
 use crate::error::Result;
-use crate::kernels;
-use crate::options::ExecOptions;
 use crate::quantization::QuantSpec;
 
 /// Packed affine-quantized weight: `weight` u32, `scales` and `biases` per group.
@@ -35,15 +33,6 @@ impl QuantizedWeight {
         )?)
     }
 
-    /// [`Self::matmul_t`], or under the `fast` numerics profile the quantized
-    /// matrix-vector kernel of ours where it applies (a decode step's few rows).
-    pub fn matmul_t_with(&self, x: &Array, options: &ExecOptions) -> Result<Array> {
-        match kernels::fast::quantized_matvec(x, self, options)? {
-            Some(y) => Ok(y),
-            None => self.matmul_t(x),
-        }
-    }
-
     /// Bytes of the packed weight, scales and biases.
     pub fn nbytes(&self) -> usize {
         self.weight.nbytes() + self.scales.nbytes() + self.biases.nbytes()
@@ -69,15 +58,6 @@ impl Linear {
             Linear::Float { weight } => mlx_rs::ops::matmul(x, weight.t())?,
             Linear::Quantized(q) => q.matmul_t(x)?,
         })
-    }
-
-    /// [`Self::forward`] as `options` run it: a quantized weight through
-    /// [`QuantizedWeight::matmul_t_with`].
-    pub fn forward_with(&self, x: &Array, options: &ExecOptions) -> Result<Array> {
-        match self {
-            Linear::Float { weight } => Ok(mlx_rs::ops::matmul(x, weight.t())?),
-            Linear::Quantized(q) => q.matmul_t_with(x, options),
-        }
     }
 
     /// Output features.

@@ -42,7 +42,6 @@ impl Mlp {
             self.gate_up.as_ref(),
             x,
             composition,
-            options,
         )?;
         let compiled = options.compiled_activations;
         let a = if x.ndim() == 3 && composition.fused_kernels(x.dim(1), options) {
@@ -54,7 +53,7 @@ impl Mlp {
         } else {
             geglu(&g, &u, compiled)?
         };
-        self.down.forward_with(&a, options)
+        self.down.forward(&a)
     }
 
     /// Fuses gate and up (see [`FusedProjection::fuse`]); a no-op for float weights.

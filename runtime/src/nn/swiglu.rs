@@ -13,7 +13,6 @@ use crate::nn::compiled::call;
 use crate::nn::composition::Composition;
 use crate::nn::fused::{FusedProjection, products};
 use crate::nn::linear::Linear;
-use crate::options::{ExecOptions, Numerics};
 
 /// `silu(gate) * up` with `silu(x) = x * sigmoid(x)`, op by op.
 pub fn swiglu_eager(gate: &Array, up: &Array) -> Result<Array> {
@@ -44,34 +43,26 @@ pub struct SwiGlu {
 }
 
 impl SwiGlu {
-    /// `down(swiglu(gate(x), up(x)))` on MLX's kernels, the activation compiled when
-    /// `compiled`.
+    /// `down(swiglu(gate(x), up(x)))`, the activation compiled when `compiled`.
     pub fn forward(&self, x: &Array, compiled: bool) -> Result<Array> {
-        let options = ExecOptions {
-            numerics: Some(Numerics::Mlx),
-            compiled_swiglu: compiled,
-            ..ExecOptions::default()
-        };
-        self.forward_with(x, Composition::Reference, &options)
+        self.forward_with(x, Composition::Reference, compiled)
     }
 
-    /// [`SwiGlu::forward`] as `options` run it (`compiled_swiglu`, the numerics), with
-    /// gate and up from the fused matmul where `composition` picks it.
+    /// [`SwiGlu::forward`], with gate and up from the fused matmul where `composition`
+    /// picks it.
     pub fn forward_with(
         &self,
         x: &Array,
         composition: Composition,
-        options: &ExecOptions,
+        compiled: bool,
     ) -> Result<Array> {
         let [g, u] = products(
             [&self.gate, &self.up],
             self.gate_up.as_ref(),
             x,
             composition,
-            options,
         )?;
-        let a = swiglu(&g, &u, options.compiled_swiglu)?;
-        self.down.forward_with(&a, options)
+        self.down.forward(&swiglu(&g, &u, compiled)?)
     }
 
     /// Fuses gate and up (see [`FusedProjection::fuse`]); a no-op for float weights.

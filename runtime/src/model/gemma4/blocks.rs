@@ -77,7 +77,7 @@ pub fn embed(m: &Gemma4, tokens: &Array) -> Result<StepInputs> {
             let tok = ple.embed.lookup(tokens)?;
             let tok = scalar::mul(&tok, (p as f64).sqrt())?;
             let tok = mlx_rs::ops::unflatten(&tok, -1, &[n, p])?;
-            let ctx = ple.projection.forward_with(&h, &m.options)?;
+            let ctx = ple.projection.forward(&h)?;
             let ctx = scalar::mul(&ctx, (c.hidden_size as f64).powf(-0.5))?;
             let ctx = mlx_rs::ops::unflatten(&ctx, -1, &[n, p])?;
             let ctx = rms_norm(&ctx, Some(&ple.norm), m.eps)?;
@@ -146,13 +146,7 @@ pub fn queries(
     head_dim: i32,
     composition: Composition,
 ) -> Result<Array> {
-    finish_queries(
-        m,
-        w,
-        &w.q_proj.forward_with(x, &m.options)?,
-        head_dim,
-        composition,
-    )
+    finish_queries(m, w, &w.q_proj.forward(x)?, head_dim, composition)
 }
 
 /// The queries from the `q_proj` product `[B, L, nh·D]`.
@@ -183,7 +177,7 @@ pub fn queries_keys_values(
         let (k, v) = keys_values(m, w, x, head_dim, k_eq_v, composition)?;
         return Ok((q, k, v));
     };
-    let mut parts = fused.forward(x, &m.options)?.into_iter();
+    let mut parts = fused.forward(x)?.into_iter();
     let mut next = || {
         parts
             .next()
@@ -208,12 +202,12 @@ pub fn keys_values(
 ) -> Result<(Array, Array)> {
     let missing = |what: &str| Error::Unsupported(format!("a donor layer without {what}"));
     let k_proj = w.k_proj.as_ref().ok_or_else(|| missing("k_proj"))?;
-    let k_raw = k_proj.forward_with(x, &m.options)?;
+    let k_raw = k_proj.forward(x)?;
     let v_raw = if k_eq_v {
         None
     } else {
         let v_proj = w.v_proj.as_ref().ok_or_else(|| missing("v_proj"))?;
-        Some(v_proj.forward_with(x, &m.options)?)
+        Some(v_proj.forward(x)?)
     };
     finish_keys_values(m, w, &k_raw, v_raw.as_ref(), head_dim, composition)
 }
@@ -270,10 +264,7 @@ pub fn attention_out(
     o: &Array,
     composition: Composition,
 ) -> Result<Array> {
-    let a = w
-        .attn
-        .o_proj
-        .forward_with(&composition.merge_heads(o)?, &m.options)?;
+    let a = w.attn.o_proj.forward(&composition.merge_heads(o)?)?;
     let a = rms_norm(&a, Some(&w.post_attn_norm), m.eps)?;
     Ok(mlx_rs::ops::add(h, &a)?)
 }
@@ -294,10 +285,7 @@ pub fn attention_residual(
         Ok((h, f))
     };
     if h.ndim() == 3 && composition.fused_kernels(h.dim(1), &m.options) {
-        let a = w
-            .attn
-            .o_proj
-            .forward_with(&composition.merge_heads(o)?, &m.options)?;
+        let a = w.attn.o_proj.forward(&composition.merge_heads(o)?)?;
         let (h_out, f) =
             kernels::residual(h, &a, &w.post_attn_norm, None, Some(&w.pre_ffn_norm), m.eps)?;
         let f = f.ok_or_else(|| Error::Unsupported("a fused residual without its norm".into()))?;
@@ -347,7 +335,7 @@ pub fn per_layer_raw(
     pli: &Array,
     composition: Composition,
 ) -> Result<Array> {
-    let g = w.gate.forward_with(h, &m.options)?;
+    let g = w.gate.forward(h)?;
     let compiled = m.options.compiled_activations;
     let reference =
         || -> Result<Array> { Ok(mlx_rs::ops::multiply(gelu_approx(&g, compiled)?, pli)?) };
@@ -363,7 +351,7 @@ pub fn per_layer_raw(
     } else {
         reference()?
     };
-    w.projection.forward_with(&g, &m.options)
+    w.projection.forward(&g)
 }
 
 /// A layer's last residual add: `(h + rms_norm(d, norm)) [* scalar]`, as
@@ -432,9 +420,9 @@ pub fn fused_attention_inputs(
         let (Some(qkv), Some(k_norm)) = (w.qkv.as_ref(), w.k_norm.as_ref()) else {
             return Ok(None);
         };
-        (qkv.product(x, &m.options)?, Some(k_norm))
+        (qkv.product(x)?, Some(k_norm))
     } else {
-        (w.q_proj.forward_with(x, &m.options)?, None)
+        (w.q_proj.forward(x)?, None)
     };
     let q_width = heads * head_dim;
     let kv_heads = if own_kv {
@@ -557,8 +545,8 @@ pub fn scaled_residual(
 pub fn head(m: &Gemma4, h: &Array) -> Result<Array> {
     let h = rms_norm(h, Some(&m.weights.norm), m.eps)?;
     let logits = match &m.weights.lm_head {
-        Some(head) => head.forward_with(&h, &m.options)?,
-        None => m.weights.embed.as_linear_with(&h, &m.options)?,
+        Some(head) => head.forward(&h)?,
+        None => m.weights.embed.as_linear(&h)?,
     };
     match m.config.final_logit_softcapping {
         None => Ok(logits),

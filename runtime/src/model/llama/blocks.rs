@@ -149,7 +149,6 @@ pub fn queries_keys_values(
         w.qkv.as_ref(),
         x,
         composition,
-        &m.options,
     )?;
     let q = finish_queries(m, w, &q, qk_norm, composition)?;
     let (k, v) = finish_keys_values(m, w, &k, &v, qk_norm, composition)?;
@@ -183,10 +182,7 @@ pub fn attention_out(
     residual: Residual,
     composition: Composition,
 ) -> Result<Array> {
-    let a = w
-        .attn
-        .o_proj
-        .forward_with(&composition.merge_heads(o)?, &m.options)?;
+    let a = w.attn.o_proj.forward(&composition.merge_heads(o)?)?;
     residual.add(m, h, &a)
 }
 
@@ -200,7 +196,9 @@ pub fn mlp(
     composition: Composition,
 ) -> Result<Array> {
     let f = rms_norm(h, Some(&w.post_attn_norm), m.eps)?;
-    let f = w.mlp.forward_with(&f, composition, &m.options)?;
+    let f = w
+        .mlp
+        .forward_with(&f, composition, m.options.compiled_swiglu)?;
     residual.add(m, h, &f)
 }
 
@@ -213,7 +211,7 @@ pub fn head(m: &Llama, h: &Array) -> Result<Array> {
         None => h,
     };
     match &m.weights.lm_head {
-        Some(head) => head.forward_with(&h, &m.options),
-        None => m.weights.embed.as_linear_with(&h, &m.options),
+        Some(head) => head.forward(&h),
+        None => m.weights.embed.as_linear(&h),
     }
 }
