@@ -41,7 +41,7 @@ fn twin() -> Rc<Gemma4> {
         },
     )
     .unwrap();
-    Rc::new(Gemma4::from_tensors(config, layout, tensors).unwrap())
+    Loaded::typed_from_tensors::<Gemma4>(config, layout, tensors).unwrap()
 }
 
 fn bits(a: &Array) -> Vec<u32> {
@@ -146,7 +146,7 @@ fn a_hand_edited_fingerprint_is_never_selected_and_never_wrong() {
         },
     )
     .unwrap();
-    let other = Rc::new(Gemma4::from_tensors(other, KvLayout::float(), tensors).unwrap());
+    let other = Loaded::typed_from_tensors::<Gemma4>(other, KvLayout::float(), tensors).unwrap();
     let generated = e4b().construct_on(&Loaded::shared(other.clone())).unwrap();
     let monolith = Gemma4Monolith::new(other.clone());
     let (mut a, mut b) = (other.float_caches(1), other.float_caches(1));

@@ -6,8 +6,6 @@
 //! full-attention layers keep every token), and the two paths' logits must stay
 //! byte-equal at every step.
 
-use std::rc::Rc;
-
 use parity_tests::gate;
 use runtime::cache::AnyCache;
 use runtime::kv_policy;
@@ -74,7 +72,7 @@ fn ten_thousand_steps_stay_equal_and_bounded() {
     let (tensors, qmap) = synth::random_tensors(&config, SynthOptions { seed: 77, quant }).unwrap();
     let mut config = config;
     config.quantization = qmap;
-    let model = Rc::new(Gemma4::from_tensors(config, layout.clone(), tensors).unwrap());
+    let model = Loaded::typed_from_tensors::<Gemma4>(config, layout.clone(), tensors).unwrap();
     let generated = imp.construct_on(&Loaded::shared(model.clone())).unwrap();
     let monolith = Gemma4Monolith::new(model.clone());
     let (mut a, mut b) = (model.float_caches(1), model.float_caches(1));

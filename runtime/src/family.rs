@@ -95,6 +95,30 @@ pub struct ConfigBasics<'a> {
     pub quantization: Option<&'a QuantizationMap>,
 }
 
+/// The [`ConfigBasics`] of a config whose fields carry the basics' names (`source`,
+/// `num_hidden_layers`, `hidden_size`, `vocab_size`, `eos_token_ids`, `bos_token_id`,
+/// `max_position_embeddings`, `quantization`), as every family's config does: the body
+/// of its [`ModelConfig::basics`]. A config whose `max_position_embeddings` is not an
+/// `Option` names the value to state.
+#[macro_export]
+macro_rules! config_basics {
+    ($config:expr) => {
+        $crate::config_basics!($config, max_position_embeddings: $config.max_position_embeddings)
+    };
+    ($config:expr, max_position_embeddings: $max_position:expr) => {
+        $crate::family::ConfigBasics {
+            source: &$config.source,
+            num_hidden_layers: $config.num_hidden_layers,
+            hidden_size: $config.hidden_size,
+            vocab_size: $config.vocab_size,
+            eos_token_ids: &$config.eos_token_ids,
+            bos_token_id: $config.bos_token_id,
+            max_position_embeddings: $max_position,
+            quantization: $config.quantization.as_ref(),
+        }
+    };
+}
+
 /// Downcasting and comparing configs behind `dyn ModelConfig`; every config has it.
 pub trait ConfigAny {
     /// For downcasting to the family's config type.
@@ -333,6 +357,21 @@ pub struct ModelParts<'a> {
     pub options: &'a ExecOptions,
 }
 
+/// The [`ModelParts`] of a loaded model whose fields carry the parts' names (`config`,
+/// `plan`, `kv_layout`, `options`), as every family's does: the body of its
+/// [`FamilyModel::parts`].
+#[macro_export]
+macro_rules! model_parts {
+    ($model:expr) => {
+        $crate::family::ModelParts {
+            config: &$model.config,
+            plan: &$model.plan,
+            kv_layout: &$model.kv_layout,
+            options: &$model.options,
+        }
+    };
+}
+
 /// Downcasting loaded models behind `dyn FamilyModel`; every loaded model has it.
 pub trait ModelAny {
     /// For downcasting to the family's model type.
@@ -425,6 +464,29 @@ impl Loaded {
         let catalog = Catalog::from_arrays(tensors)?;
         let plan = config.resolve(&kv_layout, WeightFacts::Tensors(&catalog))?;
         config.load(&catalog, plan, kv_layout, options, &mut |_, _| {})
+    }
+
+    /// [`Loaded::from_tensors`] as the family's own model type `M`, with the default
+    /// execution options (for tests that call a family's blocks and types directly); an
+    /// error when `config` is of another family than `M`.
+    pub fn typed_from_tensors<M: FamilyModel>(
+        config: impl ModelConfig,
+        kv_layout: KvLayout,
+        tensors: impl IntoIterator<Item = (String, Array)>,
+    ) -> Result<Rc<M>> {
+        let loaded = Self::from_tensors(
+            AnyConfig::new(config),
+            kv_layout,
+            ExecOptions::default(),
+            tensors,
+        )?;
+        loaded.downcast::<M>().ok_or_else(|| {
+            crate::error::Error::Unsupported(format!(
+                "a {} model where {} was asked for",
+                loaded.family().name(),
+                std::any::type_name::<M>()
+            ))
+        })
     }
 
     /// The family's model type, shared, if it is one.

@@ -7,11 +7,11 @@ use mlx_rs::Array;
 use runtime::Error;
 use runtime::generate::{self, Flow, GenerateOptions, Pipeline, StopReason};
 use runtime::kv_layout::KvLayout;
-use runtime::model::LanguageModel;
 use runtime::model::gemma4::Gemma4;
 use runtime::model::gemma4::Gemma4Config;
 use runtime::model::gemma4::monolith::Gemma4Monolith;
 use runtime::model::gemma4::synth;
+use runtime::model::{LanguageModel, Loaded};
 use runtime::sampling::Sampler;
 use runtime::synth::SynthOptions;
 
@@ -47,9 +47,7 @@ fn model(kv: bool) -> Gemma4Monolith {
     } else {
         KvLayout::float()
     };
-    Gemma4Monolith::new(std::rc::Rc::new(
-        Gemma4::from_tensors(config, layout, tensors).unwrap(),
-    ))
+    Gemma4Monolith::new(Loaded::typed_from_tensors::<Gemma4>(config, layout, tensors).unwrap())
 }
 
 fn options(m: &Gemma4Monolith, max_tokens: usize, sampler: Sampler) -> GenerateOptions {

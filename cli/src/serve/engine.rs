@@ -3,9 +3,9 @@
 //! at each step boundary waiting ones join the running set (up to `--max-batch`), each
 //! running one advances one token, and finished, failed or abandoned ones leave.
 //!
-//! Each running request keeps batch-1 caches and runs the graphs `mlx-aot run` would
-//! for it alone; the steps of all of them are queued together (one `async_eval`) before
-//! any token is read, so the device works through them back to back.
+//! The running requests share one forward a step where the model's caches allow rows of
+//! different lengths (a [`Batch`]); otherwise each keeps batch-1 caches of its own and
+//! their steps are queued together ([`Rows`]).
 
 use std::path::PathBuf;
 use std::sync::Arc;
@@ -327,60 +327,169 @@ fn shut_down(events: &UnboundedSender<Event>) {
     });
 }
 
+/// The engine's one loop: at each step boundary waiting requests join the running rows
+/// (up to `--max-batch`), rows whose client left are dropped, and every row advances one
+/// token; a shutdown's cancel ends them all.
 fn run(model: Model, setup: &Setup, jobs: &Receiver<Job>, control: &Control) {
-    if model.batched {
-        return run_batched(model, setup, jobs, control);
-    }
     let lm = model.lm.as_ref();
-    let mut running: Vec<Running> = Vec::new();
+    let mut rows = Rows::new(&model);
     loop {
-        // Join: waiting requests take free places (blocking only when nothing runs).
-        while running.len() < setup.max_batch {
-            let job = match take_job(jobs, running.is_empty(), control) {
+        while rows.len() < setup.max_batch {
+            let job = match take_job(jobs, rows.is_empty(), control) {
                 Ok(Some(job)) => job,
-                Ok(None) if running.is_empty() => continue,
+                Ok(None) if rows.is_empty() => continue,
                 Ok(None) => break,
                 Err(()) => return,
             };
-            let started = Instant::now();
             let opts = model.options(job.max_tokens, job.sampler, setup.prefill_chunk);
-            match Sequence::prefill(lm, &job.prompt, &opts) {
-                Ok(seq) => {
-                    tracing::debug!(
-                        "prefill of {} tokens in {:.1} ms",
-                        job.prompt.len(),
-                        started.elapsed().as_secs_f64() * 1e3
-                    );
-                    if job.events.send(Event::Started).is_ok() {
-                        running.push(Running {
-                            seq,
-                            events: job.events,
-                        });
-                    }
-                }
-                Err(e) => {
-                    let _ = job.events.send(failed(control, &e));
-                }
-            }
+            rows.start(lm, job, &opts, control);
         }
         if control.cancel_all.load(Ordering::SeqCst) {
-            for r in running.drain(..) {
-                shut_down(&r.events);
-            }
+            rows.end_all(&model, shut_down);
             continue;
         }
-        // A client that left frees its place here, at the step boundary.
-        running.retain(|r| !r.events.is_closed());
-        if running.is_empty() {
-            continue;
+        rows.drop_gone(&model, control);
+        if !rows.is_empty() {
+            rows.step(lm, &model, control);
         }
-        step(lm, &mut running, control);
     }
 }
 
-/// One token for every running request: every next step queued, then every current
-/// token read.
-fn step(lm: &dyn LanguageModel, running: &mut Vec<Running>, control: &Control) {
+/// The running requests, in the form the model's caches allow.
+enum Rows {
+    /// The rows of one batch ([`Batch`]), one forward a step for all of them; `events`
+    /// in the batch's row order.
+    Batched {
+        batch: Batch,
+        events: Vec<UnboundedSender<Event>>,
+    },
+    /// Each request with batch-1 caches of its own ([`Sequence`]), running the graphs
+    /// `mlx-aot run` would for it alone; every next step is queued (one `async_eval`)
+    /// before any token is read, so the device works through them back to back.
+    Separate(Vec<Running>),
+}
+
+impl Rows {
+    fn new(model: &Model) -> Rows {
+        if model.batched {
+            Rows::Batched {
+                batch: Batch::new(model.layout.clone()),
+                events: Vec::new(),
+            }
+        } else {
+            Rows::Separate(Vec::new())
+        }
+    }
+
+    fn len(&self) -> usize {
+        match self {
+            Rows::Batched { events, .. } => events.len(),
+            Rows::Separate(running) => running.len(),
+        }
+    }
+
+    fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    /// Prefills `job` and adds it (reporting `Started`), or reports its failure.
+    fn start(
+        &mut self,
+        lm: &dyn LanguageModel,
+        job: Job,
+        opts: &GenerateOptions,
+        control: &Control,
+    ) {
+        let started = Instant::now();
+        let result = match self {
+            Rows::Batched { batch, .. } => batch.join(lm, &job.prompt, opts),
+            Rows::Separate(running) => Sequence::prefill(lm, &job.prompt, opts).map(|seq| {
+                running.push(Running {
+                    seq,
+                    events: job.events.clone(),
+                })
+            }),
+        };
+        match result {
+            Ok(()) => {
+                tracing::debug!(
+                    "prefill of {} tokens in {:.1} ms",
+                    job.prompt.len(),
+                    started.elapsed().as_secs_f64() * 1e3
+                );
+                let _ = job.events.send(Event::Started);
+                if let Rows::Batched { events, .. } = self {
+                    events.push(job.events);
+                }
+            }
+            Err(e) => {
+                let _ = job.events.send(failed(control, &e));
+            }
+        }
+    }
+
+    /// Ends every row, telling each client through `tell`, and starts afresh.
+    fn end_all(&mut self, model: &Model, tell: impl Fn(&UnboundedSender<Event>)) {
+        match self {
+            Rows::Batched { events, .. } => events.iter().for_each(&tell),
+            Rows::Separate(running) => running.iter().for_each(|r| tell(&r.events)),
+        }
+        *self = Rows::new(model);
+    }
+
+    /// Drops the rows whose client left: a row is freed at the step boundary.
+    fn drop_gone(&mut self, model: &Model, control: &Control) {
+        match self {
+            Rows::Separate(running) => running.retain(|r| !r.events.is_closed()),
+            Rows::Batched { batch, events } => {
+                let gone: Vec<usize> = (0..events.len())
+                    .filter(|&r| events[r].is_closed())
+                    .collect();
+                if gone.is_empty() {
+                    return;
+                }
+                if let Err(e) = batch.remove(&gone) {
+                    // A batch that failed to shrink leaves no row to trust.
+                    self.end_all(model, |tx| {
+                        let _ = tx.send(failed(control, &e));
+                    });
+                    return;
+                }
+                let mut r = 0;
+                events.retain(|_| {
+                    let keep = !gone.contains(&r);
+                    r += 1;
+                    keep
+                });
+            }
+        }
+    }
+
+    /// One token for every row; rows that finished or failed leave.
+    fn step(&mut self, lm: &dyn LanguageModel, model: &Model, control: &Control) {
+        match self {
+            Rows::Batched { batch, events } => match batch.step(lm) {
+                Ok(advances) => {
+                    let mut r = 0;
+                    events.retain(|tx| {
+                        let keep = report(Ok(advances[r]), tx, control);
+                        r += 1;
+                        keep
+                    });
+                }
+                // A failed batched step leaves no row to trust.
+                Err(e) => self.end_all(model, |tx| {
+                    let _ = tx.send(failed(control, &e));
+                }),
+            },
+            Rows::Separate(running) => step_separately(lm, running, control),
+        }
+    }
+}
+
+/// One token for every separately running request: every next step queued, then every
+/// current token read.
+fn step_separately(lm: &dyn LanguageModel, running: &mut Vec<Running>, control: &Control) {
     let mut queued = Vec::with_capacity(running.len());
     let mut broken = vec![false; running.len()];
     for (i, r) in running.iter_mut().enumerate() {
@@ -403,7 +512,7 @@ fn step(lm: &dyn LanguageModel, running: &mut Vec<Running>, control: &Control) {
     drop(queued);
     let mut i = 0;
     running.retain_mut(|r| {
-        let keep = !broken[i] && advance(lm, r, control);
+        let keep = !broken[i] && report(r.seq.advance(lm), &r.events, control);
         i += 1;
         keep
     });
@@ -413,21 +522,25 @@ fn mlx_rs_async_eval(arrays: &[runtime::mlx_rs::Array]) -> runtime::error::Resul
     Ok(runtime::mlx_rs::transforms::async_eval(arrays)?)
 }
 
-/// Reads `r`'s token and reports it; whether `r` goes on.
-fn advance(lm: &dyn LanguageModel, r: &mut Running, control: &Control) -> bool {
-    match r.seq.advance(lm) {
-        Ok(Advance::Token(t)) => r.events.send(Event::Token(t)).is_ok(),
+/// Tells a row's client what its step gave; whether the row goes on.
+fn report(
+    advance: runtime::error::Result<Advance>,
+    events: &UnboundedSender<Event>,
+    control: &Control,
+) -> bool {
+    match advance {
+        Ok(Advance::Token(t)) => events.send(Event::Token(t)).is_ok(),
         Ok(Advance::Last(t)) => {
-            let _ = r.events.send(Event::Token(t));
-            let _ = r.events.send(Event::Finished(StopReason::MaxTokens));
+            let _ = events.send(Event::Token(t));
+            let _ = events.send(Event::Finished(StopReason::MaxTokens));
             false
         }
         Ok(Advance::Stopped) => {
-            let _ = r.events.send(Event::Finished(StopReason::StopToken));
+            let _ = events.send(Event::Finished(StopReason::StopToken));
             false
         }
         Err(e) => {
-            let _ = r.events.send(failed(control, &e));
+            let _ = events.send(failed(control, &e));
             false
         }
     }
@@ -479,100 +592,6 @@ fn take_job(
         }
     }
     Ok(None)
-}
-
-/// As [`run`], with the running requests as the rows of one batch
-/// ([`runtime::batch::Batch`]): one forward per step for all of them.
-fn run_batched(model: Model, setup: &Setup, jobs: &Receiver<Job>, control: &Control) {
-    let lm = model.lm.as_ref();
-    let mut batch = Batch::new(model.layout.clone());
-    // The rows' event channels, in the batch's row order.
-    let mut events: Vec<UnboundedSender<Event>> = Vec::new();
-    loop {
-        while batch.len() < setup.max_batch {
-            let job = match take_job(jobs, batch.is_empty(), control) {
-                Ok(Some(job)) => job,
-                Ok(None) if batch.is_empty() => continue,
-                Ok(None) => break,
-                Err(()) => return,
-            };
-            let opts = model.options(job.max_tokens, job.sampler, setup.prefill_chunk);
-            match batch.join(lm, &job.prompt, &opts) {
-                Ok(()) => {
-                    let _ = job.events.send(Event::Started);
-                    events.push(job.events);
-                }
-                Err(e) => {
-                    let _ = job.events.send(failed(control, &e));
-                }
-            }
-        }
-        if control.cancel_all.load(Ordering::SeqCst) {
-            for e in events.drain(..) {
-                shut_down(&e);
-            }
-            batch = Batch::new(model.layout.clone());
-            continue;
-        }
-        // Clients that left free their rows here, at the step boundary.
-        let gone: Vec<usize> = (0..events.len())
-            .filter(|&r| events[r].is_closed())
-            .collect();
-        if !gone.is_empty() {
-            if let Err(e) = batch.remove(&gone) {
-                fail_all(control, &mut batch, &mut events, &model, &e);
-                continue;
-            }
-            let mut r = 0;
-            events.retain(|_| {
-                let keep = !gone.contains(&r);
-                r += 1;
-                keep
-            });
-        }
-        if batch.is_empty() {
-            continue;
-        }
-        match batch.step(lm) {
-            Ok(advances) => {
-                let mut r = 0;
-                events.retain(|e| {
-                    let keep = match advances[r] {
-                        Advance::Token(t) => {
-                            let _ = e.send(Event::Token(t));
-                            true
-                        }
-                        Advance::Last(t) => {
-                            let _ = e.send(Event::Token(t));
-                            let _ = e.send(Event::Finished(StopReason::MaxTokens));
-                            false
-                        }
-                        Advance::Stopped => {
-                            let _ = e.send(Event::Finished(StopReason::StopToken));
-                            false
-                        }
-                    };
-                    r += 1;
-                    keep
-                });
-            }
-            Err(e) => fail_all(control, &mut batch, &mut events, &model, &e),
-        }
-    }
-}
-
-/// Ends every row with `e` (a failed batched step leaves no row to trust).
-fn fail_all(
-    control: &Control,
-    batch: &mut Batch,
-    events: &mut Vec<UnboundedSender<Event>>,
-    model: &Model,
-    e: &RuntimeError,
-) {
-    for tx in events.drain(..) {
-        let _ = tx.send(failed(control, e));
-    }
-    *batch = Batch::new(model.layout.clone());
 }
 
 #[cfg(test)]

@@ -67,16 +67,7 @@ impl ModelConfig for Gemma4Config {
     }
 
     fn basics(&self) -> ConfigBasics<'_> {
-        ConfigBasics {
-            source: &self.source,
-            num_hidden_layers: self.num_hidden_layers,
-            hidden_size: self.hidden_size,
-            vocab_size: self.vocab_size,
-            eos_token_ids: &self.eos_token_ids,
-            bos_token_id: self.bos_token_id,
-            max_position_embeddings: self.max_position_embeddings,
-            quantization: self.quantization.as_ref(),
-        }
+        crate::config_basics!(self)
     }
 
     fn num_caches(&self) -> usize {
@@ -268,12 +259,7 @@ impl ModelConfig for Gemma4Config {
 
 impl FamilyModel for Gemma4 {
     fn parts(&self) -> ModelParts<'_> {
-        ModelParts {
-            config: &self.config,
-            plan: &self.plan,
-            kv_layout: &self.kv_layout,
-            options: &self.options,
-        }
+        crate::model_parts!(self)
     }
 
     fn dtype(&self) -> Dtype {

@@ -72,21 +72,6 @@ impl Gemma4 {
         })
     }
 
-    /// Builds a model from tensors in memory (canonical names), e.g. a synthetic twin,
-    /// with the default execution options: the typed form of
-    /// [`crate::family::Loaded::from_tensors`].
-    pub fn from_tensors(
-        config: Gemma4Config,
-        kv_layout: KvLayout,
-        tensors: impl IntoIterator<Item = (String, mlx_rs::Array)>,
-    ) -> Result<Self> {
-        use crate::family::{ModelConfig, WeightFacts};
-        let catalog = crate::weights::catalog::Catalog::from_arrays(tensors)?;
-        let plan = config.resolve(&kv_layout, WeightFacts::Tensors(&catalog))?;
-        let weights = weights::Gemma4Weights::load(&config, &catalog, |_, _| {})?;
-        Gemma4::new(config, kv_layout, weights, plan, ExecOptions::default())
-    }
-
     /// The RoPE of a layer type.
     pub fn rope(&self, t: LayerType) -> &Rope {
         match t {

@@ -88,21 +88,6 @@ impl Llama {
         })
     }
 
-    /// Builds a model from tensors in memory (canonical names), e.g. a synthetic twin,
-    /// with the default execution options: the typed form of
-    /// [`crate::family::Loaded::from_tensors`].
-    pub fn from_tensors(
-        config: LlamaConfig,
-        kv_layout: KvLayout,
-        tensors: impl IntoIterator<Item = (String, mlx_rs::Array)>,
-    ) -> Result<Self> {
-        use crate::family::{ModelConfig, WeightFacts};
-        let catalog = crate::weights::catalog::Catalog::from_arrays(tensors)?;
-        let plan = config.resolve(&kv_layout, WeightFacts::Tensors(&catalog))?;
-        let weights = weights::LlamaWeights::load(&config, &catalog, |_, _| {})?;
-        Llama::new(config, kv_layout, weights, plan, ExecOptions::default())
-    }
-
     /// The geometry of every cache for `batch` rows.
     pub fn cache_geometry(&self, batch: usize) -> CacheGeometry {
         CacheGeometry {

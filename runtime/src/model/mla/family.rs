@@ -58,16 +58,7 @@ impl ModelConfig for MlaConfig {
     }
 
     fn basics(&self) -> ConfigBasics<'_> {
-        ConfigBasics {
-            source: &self.source,
-            num_hidden_layers: self.num_hidden_layers,
-            hidden_size: self.hidden_size,
-            vocab_size: self.vocab_size,
-            eos_token_ids: &self.eos_token_ids,
-            bos_token_id: self.bos_token_id,
-            max_position_embeddings: Some(self.max_position_embeddings),
-            quantization: self.quantization.as_ref(),
-        }
+        crate::config_basics!(self, max_position_embeddings: Some(self.max_position_embeddings))
     }
 
     fn num_caches(&self) -> usize {
@@ -277,12 +268,7 @@ impl ModelConfig for MlaConfig {
 
 impl FamilyModel for Mla {
     fn parts(&self) -> ModelParts<'_> {
-        ModelParts {
-            config: &self.config,
-            plan: &self.plan,
-            kv_layout: &self.kv_layout,
-            options: &self.options,
-        }
+        crate::model_parts!(self)
     }
 
     fn dtype(&self) -> Dtype {
