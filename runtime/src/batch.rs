@@ -20,7 +20,7 @@ use crate::kv_layout::KvLayout;
 use crate::kv_policy;
 use crate::model::LanguageModel;
 use crate::sampling::Sampler;
-use crate::sequence::Advance;
+use crate::sequence::{Advance, Sequence};
 
 /// One row of a batch.
 struct Row {
@@ -73,6 +73,12 @@ impl Batch {
         opts: &GenerateOptions,
     ) -> Result<()> {
         let seq = crate::sequence::Sequence::prefill(model, prompt, opts)?;
+        self.join_prefilled(seq, opts)
+    }
+
+    /// Adds a sequence just prefilled (no step decoded yet) as the last row; `opts` are
+    /// the options it was prefilled with.
+    pub fn join_prefilled(&mut self, seq: Sequence, opts: &GenerateOptions) -> Result<()> {
         let (mut caches, current) = seq.into_parts();
         // The prefill left its caches as the next step would see them.
         kv_policy::apply(&mut caches, &self.kv_layout)?;

@@ -264,19 +264,40 @@ pub(crate) fn prefill(
     prompt: &[u32],
     opts: &GenerateOptions,
 ) -> Result<Array> {
-    let chunk = opts.prefill_chunk.max(1);
-    let (filled, last_token) = prompt.split_at(prompt.len() - 1);
-    for part in filled.chunks(chunk) {
-        kv_policy::apply(caches, &opts.kv_layout)?;
-        model.forward(&row(part), caches)?;
+    let mut done = 0;
+    loop {
+        if let Some(next) = prefill_part(model, caches, prompt, &mut done, opts)? {
+            return Ok(next);
+        }
+    }
+}
+
+/// One forward of a prefill that has put `done` of `prompt`'s tokens into `caches`: the
+/// next `prefill_chunk` tokens but the last (evaluated into the caches), advancing `done`;
+/// or, when only the last is left, that token and the first sampled token (evaluated),
+/// returned. [`prefill`] is these parts in a row; a scheduler may run other work between
+/// them (the parts, and so the bytes, are the same).
+pub(crate) fn prefill_part(
+    model: &dyn LanguageModel,
+    caches: &mut [AnyCache],
+    prompt: &[u32],
+    done: &mut usize,
+    opts: &GenerateOptions,
+) -> Result<Option<Array>> {
+    let filled = prompt.len() - 1;
+    kv_policy::apply(caches, &opts.kv_layout)?;
+    if *done < filled {
+        let end = (*done + opts.prefill_chunk.max(1)).min(filled);
+        model.forward(&row(&prompt[*done..end]), caches)?;
         let arrays: Vec<&Array> = caches.iter().flat_map(AnyCache::arrays).collect();
         mlx_rs::transforms::eval(arrays)?;
+        *done = end;
+        return Ok(None);
     }
-    kv_policy::apply(caches, &opts.kv_layout)?;
-    let logits = model.forward(&row(last_token), caches)?;
+    let logits = model.forward(&row(&prompt[filled..]), caches)?;
     let next = opts.sampler.sample(&last(&logits)?, 0)?;
     next.eval()?;
-    Ok(next)
+    Ok(Some(next))
 }
 
 /// The decode loop after the prefill: `first` is the evaluated first token; tokens go to

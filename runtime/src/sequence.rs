@@ -9,7 +9,7 @@ use mlx_rs::Array;
 use crate::cache::AnyCache;
 use crate::error::{Error, Result};
 use crate::generate::{
-    GenerateOptions, StopReason, admit, check_prompt, last, prefill, read_token,
+    GenerateOptions, StopReason, admit, check_prompt, last, prefill_part, read_token,
 };
 use crate::kv_policy;
 use crate::model::LanguageModel;
@@ -46,6 +46,69 @@ impl Advance {
     }
 }
 
+/// A request's prefill, one forward at a time ([`Prefilling::step`]), so that a scheduler
+/// can run other requests' decode steps between its chunks: a long prompt then delays
+/// the running streams by one chunk's forward a step, not by its whole prefill. Its
+/// forwards are those of [`Sequence::prefill`], so the sequence it ends in is the same.
+pub struct Prefilling {
+    caches: Vec<AnyCache>,
+    prompt: Vec<u32>,
+    /// Prompt tokens in the caches so far.
+    done: usize,
+    opts: GenerateOptions,
+}
+
+impl Prefilling {
+    /// Checks `prompt` and `opts` (admission by `opts.memory_limit` included) and makes
+    /// the new float caches (the kv policy quantizes them as configured); runs nothing.
+    pub fn start(
+        model: &dyn LanguageModel,
+        prompt: &[u32],
+        opts: &GenerateOptions,
+    ) -> Result<Self> {
+        check_prompt(model, prompt)?;
+        if opts.max_tokens == 0 {
+            return Err(Error::Request("max_tokens must be at least 1".into()));
+        }
+        admit(model, prompt, opts)?;
+        Ok(Prefilling {
+            caches: model.loaded().float_caches(1),
+            prompt: prompt.to_vec(),
+            done: 0,
+            opts: opts.clone(),
+        })
+    }
+
+    /// Runs the next forward of the prefill (evaluated); the sequence, its first token
+    /// sampled, once the whole prompt is in.
+    pub fn step(&mut self, model: &dyn LanguageModel) -> Result<Option<Sequence>> {
+        let Some(current) = prefill_part(
+            model,
+            &mut self.caches,
+            &self.prompt,
+            &mut self.done,
+            &self.opts,
+        )?
+        else {
+            return Ok(None);
+        };
+        Ok(Some(Sequence {
+            caches: std::mem::take(&mut self.caches),
+            opts: self.opts.clone(),
+            steps: 0,
+            generated: 0,
+            current,
+            next: None,
+            finished: None,
+        }))
+    }
+
+    /// Prompt tokens in the caches so far, of how many.
+    pub fn progress(&self) -> (usize, usize) {
+        (self.done, self.prompt.len())
+    }
+}
+
 /// A request being generated: its caches and where its decode stands.
 pub struct Sequence {
     caches: Vec<AnyCache>,
@@ -70,22 +133,12 @@ impl Sequence {
         prompt: &[u32],
         opts: &GenerateOptions,
     ) -> Result<Self> {
-        check_prompt(model, prompt)?;
-        if opts.max_tokens == 0 {
-            return Err(Error::Request("max_tokens must be at least 1".into()));
+        let mut p = Prefilling::start(model, prompt, opts)?;
+        loop {
+            if let Some(seq) = p.step(model)? {
+                return Ok(seq);
+            }
         }
-        admit(model, prompt, opts)?;
-        let mut caches = model.loaded().float_caches(1);
-        let current = prefill(model, &mut caches, prompt, opts)?;
-        Ok(Sequence {
-            caches,
-            opts: opts.clone(),
-            steps: 0,
-            generated: 0,
-            current,
-            next: None,
-            finished: None,
-        })
     }
 
     /// Builds the step after the current token (its graph, not evaluated) unless the

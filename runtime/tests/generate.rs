@@ -344,3 +344,41 @@ fn sequences_advanced_together_give_each_its_tokens_alone() {
     assert_eq!(seqs[1].generated(), 11);
     assert_eq!(seqs[0].finished(), Some(StopReason::MaxTokens));
 }
+
+#[test]
+fn a_prefill_run_a_chunk_at_a_time_between_other_steps_gives_the_tokens_of_its_prompt_alone() {
+    use runtime::sequence::{Advance, Prefilling, Sequence};
+    let m = model(true);
+    let greedy = Sampler::Greedy;
+    // Chunks of 6: the 20-token prompt goes in as 6 + 6 + 6 + 1 + the last token.
+    let chunked = GenerateOptions {
+        prefill_chunk: 6,
+        ..options(&m, 8, greedy)
+    };
+    let alone = run(&m, &PROMPT, &chunked);
+    let mut other = Sequence::prefill(&m, &PROMPT[2..9], &options(&m, 30, greedy)).unwrap();
+    let mut p = Prefilling::start(&m, &PROMPT, &chunked).unwrap();
+    let mut parts = 0;
+    let mut seq = loop {
+        parts += 1;
+        if let Some(seq) = p.step(&m).unwrap() {
+            break seq;
+        }
+        // Another request decodes between the prefill's forwards.
+        assert!(matches!(other.advance(&m).unwrap(), Advance::Token(_)));
+    };
+    assert_eq!(parts, 5, "chunks of 6 over 19 tokens, then the last one");
+    assert_eq!(p.progress(), (19, 20));
+    let mut out = Vec::new();
+    loop {
+        match seq.advance(&m).unwrap() {
+            Advance::Token(t) => out.push(t),
+            Advance::Last(t) => {
+                out.push(t);
+                break;
+            }
+            Advance::Stopped => break,
+        }
+    }
+    assert_eq!(out, alone);
+}

@@ -7,6 +7,7 @@
 //! different lengths (a [`Batch`]); otherwise each keeps batch-1 caches of its own and
 //! their steps are queued together ([`Rows`]).
 
+use std::collections::VecDeque;
 use std::path::PathBuf;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -24,7 +25,7 @@ use runtime::model::LanguageModel;
 use runtime::options::ExecOptions;
 use runtime::registry::ImplChoice;
 use runtime::sampling::Sampler;
-use runtime::sequence::{Advance, Sequence};
+use runtime::sequence::{Advance, Prefilling, Sequence};
 use runtime::signature::CacheSignature;
 use tokio::sync::mpsc::UnboundedSender;
 
@@ -327,32 +328,71 @@ fn shut_down(events: &UnboundedSender<Event>) {
     });
 }
 
-/// The engine's one loop: at each step boundary waiting requests join the running rows
-/// (up to `--max-batch`), rows whose client left are dropped, and every row advances one
-/// token; a shutdown's cancel ends them all.
+/// The engine's one loop: at each step boundary waiting requests take free places (up to
+/// `--max-batch`, prefilling ones included), requests whose client left are dropped, the
+/// oldest prefill runs one forward (a `--prefill-chunk` of its prompt, so a long prompt
+/// holds the running streams up by a chunk a step, not by its whole prefill), and every
+/// running row advances one token; a shutdown's cancel ends them all.
 fn run(model: Model, setup: &Setup, jobs: &Receiver<Job>, control: &Control) {
     let lm = model.lm.as_ref();
     let mut rows = Rows::new(&model);
+    let mut pending: VecDeque<Pending> = VecDeque::new();
     loop {
-        while rows.len() < setup.max_batch {
-            let job = match take_job(jobs, rows.is_empty(), control) {
+        while rows.len() + pending.len() < setup.max_batch {
+            let idle = rows.is_empty() && pending.is_empty();
+            let job = match take_job(jobs, idle, control) {
                 Ok(Some(job)) => job,
-                Ok(None) if rows.is_empty() => continue,
+                Ok(None) if idle => continue,
                 Ok(None) => break,
                 Err(()) => return,
             };
             let opts = model.options(job.max_tokens, job.sampler, setup.prefill_chunk);
-            rows.start(lm, job, &opts, control);
+            match Prefilling::start(lm, &job.prompt, &opts) {
+                Ok(prefill) => pending.push_back(Pending {
+                    job,
+                    opts,
+                    prefill,
+                    since: Instant::now(),
+                }),
+                Err(e) => {
+                    let _ = job.events.send(failed(control, &e));
+                }
+            }
         }
         if control.cancel_all.load(Ordering::SeqCst) {
             rows.end_all(&model, shut_down);
+            pending.drain(..).for_each(|p| shut_down(&p.job.events));
             continue;
         }
+        // A client that left frees its place here, at the step boundary.
+        pending.retain(|p| !p.job.events.is_closed());
         rows.drop_gone(&model, control);
+        let part = pending.front_mut().map(|p| p.prefill.step(lm));
+        match part {
+            Some(Ok(Some(seq))) => {
+                if let Some(p) = pending.pop_front() {
+                    rows.add(p, seq, control);
+                }
+            }
+            Some(Err(e)) => {
+                if let Some(p) = pending.pop_front() {
+                    let _ = p.job.events.send(failed(control, &e));
+                }
+            }
+            Some(Ok(None)) | None => {}
+        }
         if !rows.is_empty() {
             rows.step(lm, &model, control);
         }
     }
+}
+
+/// A request whose prompt is going in.
+struct Pending {
+    job: Job,
+    opts: GenerateOptions,
+    prefill: Prefilling,
+    since: Instant,
 }
 
 /// The running requests, in the form the model's caches allow.
@@ -392,30 +432,28 @@ impl Rows {
         self.len() == 0
     }
 
-    /// Prefills `job` and adds it (reporting `Started`), or reports its failure.
-    fn start(
-        &mut self,
-        lm: &dyn LanguageModel,
-        job: Job,
-        opts: &GenerateOptions,
-        control: &Control,
-    ) {
-        let started = Instant::now();
+    /// Adds the request `p`, whose prefill gave `seq` (reporting `Started`), or reports
+    /// why it cannot run.
+    fn add(&mut self, p: Pending, seq: Sequence, control: &Control) {
+        let Pending {
+            job, opts, since, ..
+        } = p;
         let result = match self {
-            Rows::Batched { batch, .. } => batch.join(lm, &job.prompt, opts),
-            Rows::Separate(running) => Sequence::prefill(lm, &job.prompt, opts).map(|seq| {
+            Rows::Batched { batch, .. } => batch.join_prefilled(seq, &opts),
+            Rows::Separate(running) => {
                 running.push(Running {
                     seq,
                     events: job.events.clone(),
-                })
-            }),
+                });
+                Ok(())
+            }
         };
         match result {
             Ok(()) => {
                 tracing::debug!(
                     "prefill of {} tokens in {:.1} ms",
                     job.prompt.len(),
-                    started.elapsed().as_secs_f64() * 1e3
+                    since.elapsed().as_secs_f64() * 1e3
                 );
                 let _ = job.events.send(Event::Started);
                 if let Rows::Batched { events, .. } = self {
