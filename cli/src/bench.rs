@@ -47,7 +47,8 @@ pub struct Args {
     kv: Option<KvChoice>,
     /// Implementations to measure: monolith, generated (compiled single-token steps),
     /// generated-eager (not compiled), generated-unfused (without the fused CUDA
-    /// kernels); each may end in `:off`, `:ahead` or `:threaded` to
+    /// kernels), monolith-mlx / generated-mlx and monolith-fast / generated-fast (under
+    /// that numerics profile); each may end in `:off`, `:ahead` or `:threaded` to
     /// decode with that pipeline instead of `--pipeline`'s.
     #[arg(
         long,
