@@ -510,9 +510,13 @@ impl Rows {
                 Ok(advances) => {
                     let mut r = 0;
                     events.retain(|tx| {
-                        let keep = report(Ok(advances[r]), tx, control);
+                        let advance = advances[r];
                         r += 1;
-                        keep
+                        report(Ok(advance), tx, control);
+                        // The batch keeps every row that goes on, so its channel stays
+                        // beside it even when the client has left: the row and the
+                        // channel leave together at the next boundary (`drop_gone`).
+                        matches!(advance, Advance::Token(_))
                     });
                 }
                 // A failed batched step leaves no row to trust.
