@@ -47,9 +47,9 @@ pub struct Args {
     kv: Option<KvChoice>,
     /// Implementations to measure: monolith, generated (compiled single-token steps),
     /// generated-eager (not compiled), generated-unfused (without the fused CUDA
-    /// kernels), monolith-mlx / generated-mlx and monolith-fast / generated-fast (under
-    /// that numerics profile); each may end in `:off`, `:ahead` or `:threaded` to
-    /// decode with that pipeline instead of `--pipeline`'s.
+    /// kernels); each may end in `-mlx` or `-fast` to run under that numerics profile
+    /// (`generated-mlx`), and then in `:off`, `:ahead` or `:threaded` to decode with
+    /// that pipeline instead of `--pipeline`'s.
     #[arg(
         long,
         value_delimiter = ',',
@@ -155,7 +155,18 @@ fn subject(name: &str, loaded: &Loaded, pipeline: PipelineArg) -> Result<Subject
         ),
     };
     let mut options = *loaded.options();
-    let choice = match base {
+    // `monolith-mlx`, `generated-fast`, ...: that implementation under that profile.
+    let profiled = base.rsplit_once('-').and_then(|(implementation, profile)| {
+        Some((implementation, Numerics::from_name(profile)?))
+    });
+    let base_impl = match profiled {
+        Some((implementation, numerics)) => {
+            options.numerics = Some(numerics);
+            implementation
+        }
+        None => base,
+    };
+    let choice = match base_impl {
         "monolith" => ImplChoice::Monolith,
         "generated" => ImplChoice::Generated,
         "generated-compiled" => {
@@ -170,24 +181,8 @@ fn subject(name: &str, loaded: &Loaded, pipeline: PipelineArg) -> Result<Subject
             options.fused_kernels = false;
             ImplChoice::Generated
         }
-        "monolith-mlx" => {
-            options.numerics = Some(Numerics::Mlx);
-            ImplChoice::Monolith
-        }
-        "generated-mlx" => {
-            options.numerics = Some(Numerics::Mlx);
-            ImplChoice::Generated
-        }
-        "monolith-fast" => {
-            options.numerics = Some(Numerics::Fast);
-            ImplChoice::Monolith
-        }
-        "generated-fast" => {
-            options.numerics = Some(Numerics::Fast);
-            ImplChoice::Generated
-        }
-        other => bail!(
-            "unknown implementation {other:?} (monolith, generated, generated-compiled, generated-eager, generated-unfused, monolith-mlx, generated-mlx, monolith-fast, generated-fast)"
+        _ => bail!(
+            "unknown implementation {base:?} (monolith, generated, generated-compiled, generated-eager, generated-unfused, each of them may end in -mlx or -fast)"
         ),
     };
     let loaded = loaded.with_options(options);

@@ -31,12 +31,20 @@ impl Numerics {
         }
     }
 
-    /// The name `--numerics` and `MLX_AOT_NUMERICS` take.
+    /// Every profile.
+    pub const ALL: [Numerics; 2] = [Numerics::Mlx, Numerics::Fast];
+
+    /// The name `MLX_AOT_NUMERICS` and the bench's `*-mlx` / `*-fast` columns take.
     pub fn name(self) -> &'static str {
         match self {
             Numerics::Mlx => "mlx",
             Numerics::Fast => "fast",
         }
+    }
+
+    /// The profile of that [`Self::name`].
+    pub fn from_name(name: &str) -> Option<Numerics> {
+        Self::ALL.into_iter().find(|n| n.name() == name)
     }
 }
 
@@ -158,11 +166,7 @@ impl ExecOptions {
             });
         }
         if let Some(v) = read("MLX_AOT_NUMERICS")? {
-            o.numerics = Some(match v.as_str() {
-                "fast" => Numerics::Fast,
-                "mlx" => Numerics::Mlx,
-                _ => return Err(bad("MLX_AOT_NUMERICS", &v)),
-            });
+            o.numerics = Some(Numerics::from_name(&v).ok_or_else(|| bad("MLX_AOT_NUMERICS", &v))?);
         }
         o.fused_kernels = switch("MLX_AOT_FUSED_KERNELS", o.fused_kernels)?;
         o.compiled_activations = switch("MLX_AOT_COMPILED_ACTIVATIONS", o.compiled_activations)?;
