@@ -1,5 +1,6 @@
-"""Do the `fast` numerics profile's kernels (runtime/src/kernels/fast.rs) compute what
-they should, how close to MLX's arithmetic, and at what cost?
+"""Do the `fast` numerics profile's kernels (runtime/src/kernels/fast.rs: decode
+attention, quantized matrix-vector products) compute what they should, how close to
+MLX's arithmetic, and at what cost?
 
 Runs each kernel through `mx.fast.cuda_kernel` (the source and template parameters the
 Rust runtime uses) on seeded inputs at the presets' decode shapes, and compares it with
@@ -33,21 +34,29 @@ def read(name):
         return f.read()
 
 
-HEADER = read("fused.cuh")
+def compact(source):
+    """runtime/src/kernels/cuda.rs, compact: the text MLX is given (comments, indentation
+    and blank lines dropped; its host cost per call grows with the text)."""
+    out = []
+    for line in source.splitlines():
+        code = line.split("//", 1)[0].strip()
+        if code:
+            out.append(code + "\n")
+    return "".join(out)
+
+
 SPLIT = mx.fast.cuda_kernel(
     name="mlx_aot_decode_attention",
     input_names=["q", "k", "v"],
     output_names=["part"],
-    source=read("decode_attention.cu"),
-    header=HEADER,
+    source=compact(read("decode_attention.cu")),
     ensure_row_contiguous=False,
 )
 MERGE = mx.fast.cuda_kernel(
     name="mlx_aot_decode_attention_merge",
     input_names=["part"],
     output_names=["out"],
-    source=read("decode_attention_merge.cu"),
-    header=HEADER,
+    source=compact(read("decode_attention_merge.cu")),
 )
 
 
@@ -90,6 +99,85 @@ def ours(q, k, v, scale):
         output_shapes=[(b, h, 1, d)],
         output_dtypes=[q.dtype],
     )[0]
+
+
+# AOT_QMV_MODE of runtime/kernels/qmv.cu, by the runtime's kernel names (fast.rs, Epilogue).
+QMV_MODES = {"plain": (0, "mlx_aot_qmv"), "geglu": (1, "mlx_aot_qmv_geglu"),
+             "gelu_times": (2, "mlx_aot_qmv_gelu_times"), "swiglu": (3, "mlx_aot_qmv_swiglu")}
+QMV = {
+    mode: mx.fast.cuda_kernel(
+        name=name,
+        input_names=["x", "w", "scales", "biases"] + (["g"] if mode == "gelu_times" else []),
+        output_names=["out"],
+        source=compact(read("qmv.cu")),
+        header=f"#define AOT_QMV_MODE {m}\n",
+    )
+    for mode, (m, name) in QMV_MODES.items()
+}
+QMV_WARPS = 8  # runtime/src/kernels/fast.rs
+
+
+def rows_per_warp(k, bits, parts):
+    """runtime/src/kernels/fast.rs, qmv_rows_per_warp."""
+    iters = max((k // (4 * (32 // bits)) + 31) // 32, 1)
+    r = 12 // (iters * parts)
+    return 1 if r <= 1 else 2 if r <= 3 else 4
+
+
+def qmv(x, w, scales, biases, bits, group, mode="plain", g=None):
+    k = x.shape[-1]
+    parts = 2 if mode in ("geglu", "swiglu") else 1
+    n = w.shape[0] // parts
+    rows = x.size // k
+    block = QMV_WARPS * 32
+    r = rows_per_warp(k, bits, parts)
+    return QMV[mode](
+        inputs=[x, w, scales, biases] + ([g] if g is not None else []),
+        template=[("T", x.dtype), ("BITS", bits), ("GROUP", group), ("K", k), ("M", rows), ("R", r)],
+        grid=(((n + r - 1) // r + QMV_WARPS - 1) // QMV_WARPS * block, 1, 1),
+        threadgroup=(block, 1, 1),
+        output_shapes=[x.shape[:-1] + (n,)],
+        output_dtypes=[x.dtype],
+    )[0]
+
+
+def gelu_approx(x):
+    """mlx-lm's gelu_approx, op by op in x's dtype (what the `mlx` profile runs)."""
+    return 0.5 * x * (1 + mx.tanh(0.7978845608028654 * (x + 0.044715 * x ** 3)))
+
+
+def mlx_qmv(x, w, scales, biases, bits, group, mode="plain", g=None):
+    """The same computation through MLX's ops, as the `mlx` profile runs it."""
+    y = mx.quantized_matmul(x, w, scales, biases, transpose=True, group_size=group, bits=bits)
+    if mode == "plain":
+        return y
+    if mode == "gelu_times":
+        return gelu_approx(y) * g
+    gate, up = mx.split(y, 2, axis=-1)
+    if mode == "geglu":
+        return gelu_approx(gate) * up
+    return gate * mx.sigmoid(gate) * up
+
+
+def exact_qmv(x, w, scales, biases, bits, group, mode="plain", g=None):
+    wd = mx.dequantize(w, scales, biases, group_size=group, bits=bits).astype(mx.float32)
+    y = x.astype(mx.float32) @ wd.T
+    if mode == "plain":
+        return y
+    if mode == "gelu_times":
+        return gelu_approx(y) * g.astype(mx.float32)
+    gate, up = mx.split(y, 2, axis=-1)
+    if mode == "geglu":
+        return gelu_approx(gate) * up
+    return gate * mx.sigmoid(gate) * up
+
+
+def quantized(seed, n, k, bits, group):
+    mx.random.seed(seed)
+    wf = (mx.random.normal((n, k)) * 0.02).astype(mx.bfloat16)
+    w, scales, biases = mx.quantize(wf, group_size=group, bits=bits)
+    mx.eval(w, scales, biases)
+    return w, scales, biases
 
 
 def exact(q, k, v, scale):
@@ -140,17 +228,7 @@ def inputs(seed, batch, h, hkv, d, rows, strided):
     return q, k, v
 
 
-def main():
-    ap = argparse.ArgumentParser()
-    ap.add_argument("--seeds", type=int, default=4)
-    ap.add_argument("--n", type=int, default=200)
-    ap.add_argument("--reps", type=int, default=5)
-    ap.add_argument("--tol", type=float, default=1e-2)
-    ap.add_argument("--factor", type=float, default=2.0)
-    ap.add_argument("--json", default="fast-kernel-check.json")
-    args = ap.parse_args()
-
-    results = {"correctness": [], "timing": []}
+def check_attention(args, results):
     failed = 0
     print("| shape | batch | rows | view | ours vs exact (max of seeds) | MLX vs exact | ours vs MLX | ok |")
     print("|---|---:|---:|---|---:|---:|---:|---|")
@@ -193,6 +271,110 @@ def main():
             results["timing"].append(row)
             print(f"| {label} | {rows} | {row['ours_submit_us']:.2f} | {row['ours_total_us']:.2f} | "
                   f"{row['mlx_submit_us']:.2f} | {row['mlx_total_us']:.2f} | {row['ours_kv_gb_s']:.0f} |")
+    print()
+    return failed
+
+
+def check_qmv(args, results):
+    failed = 0
+    print("| quantized matvec | epilogue | bits | group | rows | ours vs exact | MLX vs exact | ok |")
+    print("|---|---|---:|---:|---:|---:|---:|---|")
+    cases = [(2560, 10240, "plain"), (10240, 2560, "plain"), (2560, 3072, "plain"), (256, 2560, "plain"),
+             (2816, 704, "plain"), (2560, 20480, "geglu"), (2560, 256, "gelu_times"),
+             (2048, 16384, "swiglu")]
+    for k, n, mode in cases:
+        combos = ((4, 64), (8, 64)) if args.quick else ((4, 64), (4, 32), (4, 128), (8, 64))
+        for bits, group in combos:
+            for rows in ((1, 3) if args.quick else (1, 2, 8)):
+                if bits == 8 and k * 8 // 128 > 32 * 16:
+                    continue  # past the kernel's register budget: the runtime uses MLX's
+                worst = [0.0, 0.0]
+                for seed in range(args.seeds):
+                    w, sc, bi = quantized(seed, n, k, bits, group)
+                    mx.random.seed(1000 + seed)
+                    x = mx.random.normal((1, rows, k)).astype(mx.bfloat16)
+                    g = mx.random.normal((1, rows, n)).astype(mx.bfloat16) if mode == "gelu_times" else None
+                    e = exact_qmv(x, w, sc, bi, bits, group, mode, g)
+                    o = qmv(x, w, sc, bi, bits, group, mode, g)
+                    m = mlx_qmv(x, w, sc, bi, bits, group, mode, g)
+                    worst = [max(worst[0], rel(o, e)), max(worst[1], rel(m, e))]
+                ok = worst[0] < args.tol and worst[0] <= args.factor * worst[1] + 1e-5
+                failed += not ok
+                results["correctness"].append(dict(kernel="qmv", epilogue=mode, k=k, n=n, bits=bits,
+                                                   group=group, rows=rows, ours_vs_exact=worst[0],
+                                                   mlx_vs_exact=worst[1], ok=ok))
+                print(f"| {k}->{n} | {mode} | {bits} | {group} | {rows} | {worst[0]:.2e} | {worst[1]:.2e} | "
+                      f"{'yes' if ok else 'NO'} |")
+    print()
+    return failed
+
+
+def time_qmv(args, results):
+    """Per call, for each projection of a gemma4-e4b decode step (4-bit, group 64, one
+    row): building the op, submitting and finishing, ours against the MLX ops the `mlx`
+    profile runs for the same result; bandwidth of the weight bytes read."""
+    print("| e4b projection (4-bit g64, 1 row) | weight MB | ours build us | ours submit us | ours total us | "
+          "ours GB/s | MLX ops | MLX build us | MLX submit us | MLX total us | MLX GB/s |")
+    print("|---|---:|---:|---:|---:|---:|---|---:|---:|---:|---:|")
+    shapes = [("q/k/v, sliding", 2560, 3072, "plain"), ("q/k/v, full", 2560, 6144, "plain"),
+              ("o_proj, sliding", 2048, 2560, "plain"), ("o_proj, full", 4096, 2560, "plain"),
+              ("gate/up + gelu", 2560, 20480, "geglu"), ("down", 10240, 2560, "plain"),
+              ("per-layer gate + gelu * input", 2560, 256, "gelu_times"),
+              ("per-layer projection", 256, 2560, "plain"), ("lm head", 2560, 262144, "plain")]
+    import time
+    for label, k, n, mode in shapes:
+        w = quantized(7, n, k, 4, 64)
+        calls = 4 if n > 100000 else args.n // 4
+        xs = [mx.random.normal((1, 1, k)).astype(mx.bfloat16) for _ in range(calls)]
+        out = n // 2 if mode == "geglu" else n
+        gs = [mx.random.normal((1, 1, out)).astype(mx.bfloat16) for _ in range(calls)]
+        mx.eval(xs, gs)
+        nbytes = sum(a.nbytes for a in w)
+        row = dict(case=label, k=k, n=n, epilogue=mode, weight_mb=nbytes / 1e6, calls=calls)
+        for side, f in (("ours", qmv), ("mlx", mlx_qmv)):
+            def build():
+                return [f(x, *w, 4, 64, mode, g if mode == "gelu_times" else None)
+                        for x, g in zip(xs, gs)]
+            t0 = time.perf_counter()
+            for _ in range(args.reps):
+                ys = build()
+            t_build = (time.perf_counter() - t0) / args.reps
+            mx.eval(ys)
+            s_, t_ = timed(build, args.reps)
+            row[f"{side}_build_us"] = t_build / calls * 1e6
+            row[f"{side}_submit_us"] = s_ / calls * 1e6
+            row[f"{side}_total_us"] = t_ / calls * 1e6
+            row[f"{side}_gb_s"] = nbytes / (t_ / calls) / 1e9
+        mlx_ops = {"plain": "qmm", "geglu": "qmm, split, 7 elementwise",
+                   "gelu_times": "qmm, 7 elementwise", "swiglu": "qmm, split, 3 elementwise"}[mode]
+        results["timing"].append(row)
+        print(f"| {label} | {row['weight_mb']:.1f} | {row['ours_build_us']:.2f} | {row['ours_submit_us']:.2f} | "
+              f"{row['ours_total_us']:.2f} | {row['ours_gb_s']:.0f} | {mlx_ops} | {row['mlx_build_us']:.2f} | "
+              f"{row['mlx_submit_us']:.2f} | {row['mlx_total_us']:.2f} | {row['mlx_gb_s']:.0f} |", flush=True)
+    print()
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--seeds", type=int, default=4)
+    ap.add_argument("--n", type=int, default=200)
+    ap.add_argument("--reps", type=int, default=5)
+    ap.add_argument("--tol", type=float, default=1e-2)
+    ap.add_argument("--factor", type=float, default=2.0)
+    ap.add_argument("--json", default="fast-kernel-check.json")
+    ap.add_argument("--only", choices=["all", "attention", "qmv"], default="all")
+    ap.add_argument("--quick", action="store_true", help="fewer quantized matvec cases")
+    args = ap.parse_args()
+
+    results = {"correctness": [], "timing": []}
+    failed = 0
+    if args.only in ("all", "qmv"):
+        # The timing first: it is the figure a short lease must not lose.
+        time_qmv(args, results)
+    if args.only in ("all", "attention"):
+        failed += check_attention(args, results)
+    if args.only in ("all", "qmv"):
+        failed += check_qmv(args, results)
     results["failed"] = failed
     with open(args.json, "w") as f:
         json.dump(results, f, indent=1)

@@ -38,6 +38,31 @@ pub struct KernelSpec {
     /// Whether MLX copies every input that is not row-contiguous before the launch; a
     /// kernel that reads its inputs' strides (`NAME_strides` in its body) says false.
     pub contiguous: bool,
+    /// Whether the body uses the shared helpers (`kernels/fused.cuh`); a kernel that does
+    /// not leaves them out, since MLX copies and hashes a kernel's whole text each call.
+    pub shared_header: bool,
+}
+
+/// `source` without its comments, indentation and blank lines: the same program in less
+/// text. MLX assembles a custom kernel's source at every call and hashes all of it at
+/// every evaluation (MLX 0.32.2 `custom_kernel.cpp`), so a call's host cost grows with
+/// the text; our kernels' comments are most of it. Lines stay lines (preprocessor
+/// directives and `#pragma`s need theirs). The kernels hold no `//` inside a string and no
+/// block comment (a unit test checks).
+pub fn compact(source: &str) -> String {
+    let mut out = String::with_capacity(source.len() / 2);
+    for line in source.lines() {
+        let code = match line.find("//") {
+            Some(i) => &line[..i],
+            None => line,
+        };
+        let code = code.trim();
+        if !code.is_empty() {
+            out.push_str(code);
+            out.push('\n');
+        }
+    }
+    out
 }
 
 /// The helpers every kernel body uses.
@@ -118,8 +143,11 @@ fn create(spec: &KernelSpec) -> Result<Handle> {
     for (name, value) in &spec.defines {
         header.push_str(&format!("#define {name} {value}\n"));
     }
-    header.push_str(HEADER);
-    let (name, body, header) = (cstring(spec.name)?, cstring(spec.body)?, cstring(&header)?);
+    if spec.shared_header {
+        header.push_str(&compact(HEADER));
+    }
+    let body = compact(spec.body);
+    let (name, body, header) = (cstring(spec.name)?, cstring(&body)?, cstring(&header)?);
     let (inputs, outputs) = (strings(&spec.inputs)?, strings(&spec.outputs)?);
     // SAFETY: every argument is a live C string or vector; mlx-c copies them.
     let handle = unsafe {
@@ -233,5 +261,49 @@ fn apply(
             result.push(Array::from_ptr(a));
         }
         Ok(result)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::compact;
+
+    const SOURCES: [&str; 8] = [
+        include_str!("../../kernels/fused.cuh"),
+        include_str!("../../kernels/decode_attention.cu"),
+        include_str!("../../kernels/decode_attention_merge.cu"),
+        include_str!("../../kernels/geglu.cu"),
+        include_str!("../../kernels/norm.cu"),
+        include_str!("../../kernels/qkv.cu"),
+        include_str!("../../kernels/qmv.cu"),
+        include_str!("../../kernels/residual.cu"),
+    ];
+
+    #[test]
+    fn compacting_drops_comments_and_keeps_every_line_of_code() {
+        assert_eq!(
+            compact("  // why\n#if A // note\n  int x = 1;  // one\n\n#endif\n"),
+            "#if A\nint x = 1;\n#endif\n"
+        );
+        for source in SOURCES {
+            // The rule assumes no block comments and no `//` inside a string literal.
+            assert!(!source.contains("/*"), "a block comment in a kernel");
+            assert!(
+                !source
+                    .lines()
+                    .any(|l| l.contains('"') && l.contains("//") && l.find('"') < l.find("//")),
+                "a quote before a `//` in a kernel line"
+            );
+            let c = compact(source);
+            assert!(!c.contains("//"));
+            assert!(c.len() < source.len());
+            let code = |s: &str| -> Vec<String> {
+                s.lines()
+                    .map(|l| l.split("//").next().unwrap_or("").trim().to_string())
+                    .filter(|l| !l.is_empty())
+                    .collect()
+            };
+            assert_eq!(code(source), code(&c));
+        }
     }
 }

@@ -7,12 +7,18 @@
 //! - [`decode_attention`]: single-token attention over float K/V at head dims MLX runs
 //!   as two matmuls and a softmax (Gemma 4's 256 and 512): two launches instead of
 //!   three, spread over the GPU's SMs, with scores and probabilities kept in f32.
+//! - [`quantized_matvec`]: 4- and 8-bit affine-quantized products for 1 to 8 rows (a
+//!   decode step's projections and LM head), one warp per output feature, f32 sums, with
+//!   the MLP's activation (GeGLU, SwiGLU) or Gemma 4's per-layer gate in the same launch
+//!   ([`Epilogue`]): one kernel where MLX runs a matmul, a split and one or two more. The
+//!   shared blocks call it for those three (`Mlp`, `SwiGlu`, Gemma 4's `per_layer_raw`).
 
 use mlx_rs::{Array, Dtype};
 
 use super::cuda::{KernelSpec, Launch, Template, call};
 use super::missing;
 use crate::error::Result;
+use crate::nn::linear::QuantizedWeight;
 use crate::nn::mask::AttnMask;
 use crate::options::{ExecOptions, Numerics};
 
@@ -76,6 +82,7 @@ pub fn decode_attention(
             inputs: vec!["q", "k", "v"],
             outputs: vec!["part"],
             contiguous: false,
+            shared_header: false,
         },
         &[q, k, v],
         &Launch {
@@ -102,6 +109,7 @@ pub fn decode_attention(
             inputs: vec!["part"],
             outputs: vec!["out"],
             contiguous: true,
+            shared_header: false,
         },
         &[&part],
         &Launch {
@@ -115,6 +123,166 @@ pub fn decode_attention(
     .pop()
     .ok_or_else(|| missing("decode attention merge"))?;
     Ok(Some(out))
+}
+
+/// Output features per block of [`quantized_matvec`] (one warp each).
+const QMV_WARPS: i32 = 8;
+
+/// The most rows of `x` [`quantized_matvec`] takes (one accumulator each per lane).
+pub const QMV_MAX_ROWS: i32 = 8;
+
+/// The most 16-byte loads of one weight row a lane of [`quantized_matvec`] holds at once
+/// (registers): K up to 16,384 at 4 bits, 8,192 at 8.
+const QMV_MAX_ITERS: i32 = 16;
+
+/// What [`quantized_matvec`] writes from the f32 products `y` (each rounded once to the
+/// input's dtype).
+#[derive(Debug, Clone, Copy)]
+pub enum Epilogue<'a> {
+    /// `y`. The runtime leaves plain products to MLX's `quantized_matmul`: on the H200
+    /// this kernel alone is no faster on the device (within 10% either way at every
+    /// projection of a gemma4-e4b step) and costs more host time to build (BENCHMARKS.md,
+    /// "qmv epilogues"); the check script tests the mode the others build on.
+    Plain,
+    /// `gelu_approx(y_gate) * y_up`: the weight is a fused gate/up, its first half of rows
+    /// the gate's (Gemma 4's GeGLU MLP).
+    Geglu,
+    /// `gelu_approx(y) * g`, `g` shaped like the output (Gemma 4's per-layer-input gate).
+    GeluTimes(&'a Array),
+    /// `silu(y_gate) * y_up`, the weight a fused gate/up (the Llama family's SwiGLU).
+    Swiglu,
+}
+
+impl Epilogue<'_> {
+    /// The kernel's mode (`AOT_QMV_MODE` in `qmv.cu`), name and input names.
+    fn kernel(&self) -> (i32, &'static str, Vec<&'static str>) {
+        let plain = vec!["x", "w", "scales", "biases"];
+        match self {
+            Epilogue::Plain => (0, "mlx_aot_qmv", plain),
+            Epilogue::Geglu => (1, "mlx_aot_qmv_geglu", plain),
+            Epilogue::GeluTimes(_) => (2, "mlx_aot_qmv_gelu_times", {
+                let mut v = plain;
+                v.push("g");
+                v
+            }),
+            Epilogue::Swiglu => (3, "mlx_aot_qmv_swiglu", plain),
+        }
+    }
+
+    /// Weight rows per output feature.
+    fn parts(&self) -> i32 {
+        match self {
+            Epilogue::Geglu | Epilogue::Swiglu => 2,
+            Epilogue::Plain | Epilogue::GeluTimes(_) => 1,
+        }
+    }
+}
+
+/// `x Wᵀ` on an affine-quantized weight and `epilogue` after it, as one kernel, where it
+/// applies: under [`enabled`] options, a 2-D weight of 4 or 8 bits with groups of 32, 64
+/// or 128, `x` `[.., K]` with 1 to [`QMV_MAX_ROWS`] rows, and `x`, scales and biases of
+/// one 16-bit float dtype. `None` where it does not (the caller runs MLX's ops). Each
+/// output feature is one warp's sum whatever the other rows of `w` are, so a fused
+/// projection's part equals the part's own product byte for byte.
+pub fn quantized_matvec(
+    x: &Array,
+    w: &QuantizedWeight,
+    epilogue: Epilogue<'_>,
+    options: &ExecOptions,
+) -> Result<Option<Array>> {
+    if !enabled(options) || !qmv_applies(x, w) {
+        return Ok(None);
+    }
+    let parts = epilogue.parts();
+    let k = x.dim(-1);
+    let rows_w = w.weight.dim(0);
+    if rows_w % parts != 0 {
+        return Ok(None);
+    }
+    let n = rows_w / parts;
+    let mut shape = x.shape().to_vec();
+    if let Some(last) = shape.last_mut() {
+        *last = n;
+    }
+    if let Epilogue::GeluTimes(g) = epilogue
+        && (g.shape() != shape.as_slice() || g.dtype() != x.dtype())
+    {
+        return Ok(None);
+    }
+    let rows = x.size() as i32 / k;
+    let per_warp = qmv_rows_per_warp(k, w.spec.bits as i32, parts);
+    let template = [
+        Template::Dtype(c"T", x.dtype()),
+        Template::Int(c"BITS", w.spec.bits as i32),
+        Template::Int(c"GROUP", w.spec.group_size as i32),
+        Template::Int(c"K", k),
+        Template::Int(c"M", rows),
+        Template::Int(c"R", per_warp),
+    ];
+    let (mode, name, inputs) = epilogue.kernel();
+    let mut args = vec![x, &w.weight, &w.scales, &w.biases];
+    if let Epilogue::GeluTimes(g) = epilogue {
+        args.push(g);
+    }
+    let block = QMV_WARPS * 32;
+    let out = call(
+        name,
+        || KernelSpec {
+            name,
+            body: include_str!("../../kernels/qmv.cu"),
+            defines: vec![("AOT_QMV_MODE", mode)],
+            inputs,
+            outputs: vec!["out"],
+            contiguous: true,
+            shared_header: false,
+        },
+        &args,
+        &Launch {
+            threads: ((n + per_warp - 1) / per_warp + QMV_WARPS - 1) / QMV_WARPS * block,
+            block,
+            output_shapes: vec![shape],
+            dtype: x.dtype(),
+            template: &template,
+        },
+    )?
+    .pop()
+    .ok_or_else(|| missing("quantized matvec"))?;
+    Ok(Some(out))
+}
+
+/// Output features per warp of [`quantized_matvec`] (`R` in `qmv.cu`): as many as keep
+/// a lane's 16-byte weight loads in flight at about 12 (registers), 1, 2 or 4.
+pub fn qmv_rows_per_warp(k: i32, bits: i32, parts: i32) -> i32 {
+    let chunks = k / (4 * (32 / bits.max(1))).max(1);
+    let iters = ((chunks + 31) / 32).max(1);
+    match 12 / (iters * parts.max(1)) {
+        0 | 1 => 1,
+        2 | 3 => 2,
+        _ => 4,
+    }
+}
+
+/// Whether [`quantized_matvec`] takes `x` and `w` (the options aside).
+pub fn qmv_applies(x: &Array, w: &QuantizedWeight) -> bool {
+    let (bits, group) = (w.spec.bits as i32, w.spec.group_size as i32);
+    let dtype = x.dtype();
+    let k = x.dim(-1);
+    let rows = if k > 0 { x.size() as i32 / k } else { 0 };
+    let vals = 4 * (32 / bits.max(1));
+    let chunks = k / vals.max(1);
+    w.weight.ndim() == 2
+        && matches!(bits, 4 | 8)
+        && matches!(group, 32 | 64 | 128)
+        && matches!(dtype, Dtype::Bfloat16 | Dtype::Float16)
+        && w.scales.dtype() == dtype
+        && w.biases.dtype() == dtype
+        && w.weight.dtype() == Dtype::Uint32
+        && k > 0
+        && w.weight.dim(1) * (32 / bits) == k
+        && w.scales.dim(1) * group == k
+        && k % vals == 0
+        && (chunks + 31) / 32 <= QMV_MAX_ITERS
+        && (1..=QMV_MAX_ROWS).contains(&rows)
 }
 
 /// Whether [`decode_attention`] takes these inputs (the options aside).
@@ -185,6 +353,18 @@ mod tests {
         assert!(!applies(&q, &kv3, &kv3, &AttnMask::None));
         let kvb = zeros(&[2, 2, 40, 256], bf);
         assert!(!applies(&q, &kvb, &kvb, &AttnMask::None));
+    }
+
+    #[test]
+    fn a_warp_takes_more_rows_where_a_row_is_short() {
+        // gemma4-e4b at 4 bits: q/k/v and the LM head (K 2560), gate/up as pairs, down
+        // (K 10240), the per-layer projection (K 256); 8 bits halve the rows per load.
+        assert_eq!(qmv_rows_per_warp(2560, 4, 1), 4);
+        assert_eq!(qmv_rows_per_warp(2560, 4, 2), 2);
+        assert_eq!(qmv_rows_per_warp(10240, 4, 1), 1);
+        assert_eq!(qmv_rows_per_warp(256, 4, 1), 4);
+        assert_eq!(qmv_rows_per_warp(2560, 8, 1), 2);
+        assert_eq!(qmv_rows_per_warp(16384, 4, 2), 1);
     }
 
     #[test]

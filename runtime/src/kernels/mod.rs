@@ -153,6 +153,7 @@ pub fn residual(
             .chain(next.then_some("x_out"))
             .collect(),
         contiguous: true,
+        shared_header: true,
     };
     let template = [
         Template::Dtype(c"T", h.dtype()),
@@ -264,6 +265,7 @@ pub fn geglu(g: &Array, u: &Array, form: Gelu) -> Result<Array> {
         inputs: vec!["g", "u", "c"],
         outputs: vec!["out"],
         contiguous: true,
+        shared_header: true,
     };
     let template = [
         Template::Dtype(c"T", g.dtype()),
@@ -368,6 +370,7 @@ pub fn attention_inputs(a: &AttentionInputs<'_>) -> Result<Vec<Array>> {
             .collect(),
         outputs: if kv { vec!["q", "k", "v"] } else { vec!["q"] },
         contiguous: true,
+        shared_header: true,
     };
     let template = [
         Template::Dtype(c"T", dtype),

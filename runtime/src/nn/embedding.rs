@@ -5,6 +5,7 @@ use mlx_rs::Array;
 
 use crate::error::Result;
 use crate::nn::linear::QuantizedWeight;
+use crate::options::ExecOptions;
 
 /// A `[vocab, dims]` table.
 #[derive(Debug, Clone)]
@@ -40,6 +41,14 @@ impl Embedding {
             Embedding::Float { weight } => mlx_rs::ops::matmul(x, weight.t())?,
             Embedding::Quantized(q) => q.matmul_t(x)?,
         })
+    }
+
+    /// [`Self::as_linear`] as an LM head ([`QuantizedWeight::head_matmul_t`]).
+    pub fn as_head(&self, x: &Array, options: &ExecOptions) -> Result<Array> {
+        match self {
+            Embedding::Float { weight } => Ok(mlx_rs::ops::matmul(x, weight.t())?),
+            Embedding::Quantized(q) => q.head_matmul_t(x, options),
+        }
     }
 
     /// Rows of the table.

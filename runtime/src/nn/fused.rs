@@ -124,6 +124,11 @@ impl FusedProjection {
         })
     }
 
+    /// The concatenated weight.
+    pub fn weight(&self) -> &QuantizedWeight {
+        &self.weight
+    }
+
     /// How many projections are fused.
     pub fn parts(&self) -> usize {
         self.outs.len()

@@ -4,6 +4,7 @@
 use mlx_rs::Array;
 
 use crate::error::Result;
+use crate::options::ExecOptions;
 use crate::quantization::QuantSpec;
 
 /// Packed affine-quantized weight: `weight` u32, `scales` and `biases` per group.
@@ -37,7 +38,29 @@ impl QuantizedWeight {
     pub fn nbytes(&self) -> usize {
         self.weight.nbytes() + self.scales.nbytes() + self.biases.nbytes()
     }
+
+    /// [`Self::matmul_t`] for an LM head: under the `fast` profile, a weight of at least
+    /// [`FAST_HEAD_BYTES`] through the matrix-vector kernel of ours where it applies
+    /// (H200: gemma4-e4b's 378 MB head in 263 µs against MLX's 440; the smaller
+    /// projections stay MLX's, whose device times ours only matches while costing more
+    /// host time to build, BENCHMARKS.md "qmv epilogues").
+    pub fn head_matmul_t(&self, x: &Array, options: &ExecOptions) -> Result<Array> {
+        if self.nbytes() >= FAST_HEAD_BYTES
+            && let Some(y) = crate::kernels::fast::quantized_matvec(
+                x,
+                self,
+                crate::kernels::fast::Epilogue::Plain,
+                options,
+            )?
+        {
+            return Ok(y);
+        }
+        self.matmul_t(x)
+    }
 }
+
+/// The size from which [`QuantizedWeight::head_matmul_t`] takes the kernel of ours.
+pub const FAST_HEAD_BYTES: usize = 32 << 20;
 
 /// `y = x Wᵀ`.
 #[derive(Debug, Clone)]
@@ -58,6 +81,14 @@ impl Linear {
             Linear::Float { weight } => mlx_rs::ops::matmul(x, weight.t())?,
             Linear::Quantized(q) => q.matmul_t(x)?,
         })
+    }
+
+    /// [`Self::forward`] as an LM head ([`QuantizedWeight::head_matmul_t`]).
+    pub fn head_forward(&self, x: &Array, options: &ExecOptions) -> Result<Array> {
+        match self {
+            Linear::Float { weight } => Ok(mlx_rs::ops::matmul(x, weight.t())?),
+            Linear::Quantized(q) => q.head_matmul_t(x, options),
+        }
     }
 
     /// Output features.

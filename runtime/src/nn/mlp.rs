@@ -37,6 +37,20 @@ impl Mlp {
         composition: Composition,
         options: &ExecOptions,
     ) -> Result<Array> {
+        // Under the `fast` profile, gate, up and the activation are one kernel for a few
+        // rows whatever the composition, so the monolith and the generated code take it
+        // alike (gelu(g) * u from f32 sums, no bf16 rounding of g and u in between).
+        if let Some(f) = &self.gate_up
+            && f.parts() == 2
+            && let Some(a) = crate::kernels::fast::quantized_matvec(
+                x,
+                f.weight(),
+                crate::kernels::fast::Epilogue::Geglu,
+                options,
+            )?
+        {
+            return self.down.forward(&a);
+        }
         let [g, u] = products(
             [&self.gate, &self.up],
             self.gate_up.as_ref(),

@@ -13,6 +13,7 @@ use crate::nn::compiled::call;
 use crate::nn::composition::Composition;
 use crate::nn::fused::{FusedProjection, products};
 use crate::nn::linear::Linear;
+use crate::options::{ExecOptions, Numerics};
 
 /// `silu(gate) * up` with `silu(x) = x * sigmoid(x)`, op by op.
 pub fn swiglu_eager(gate: &Array, up: &Array) -> Result<Array> {
@@ -43,26 +44,46 @@ pub struct SwiGlu {
 }
 
 impl SwiGlu {
-    /// `down(swiglu(gate(x), up(x)))`, the activation compiled when `compiled`.
+    /// `down(swiglu(gate(x), up(x)))` on MLX's kernels, the activation compiled when
+    /// `compiled`.
     pub fn forward(&self, x: &Array, compiled: bool) -> Result<Array> {
-        self.forward_with(x, Composition::Reference, compiled)
+        let options = ExecOptions {
+            numerics: Some(Numerics::Mlx),
+            compiled_swiglu: compiled,
+            ..ExecOptions::default()
+        };
+        self.forward_with(x, Composition::Reference, &options)
     }
 
-    /// [`SwiGlu::forward`], with gate and up from the fused matmul where `composition`
-    /// picks it.
+    /// [`SwiGlu::forward`] as `options` run it (`compiled_swiglu`, the numerics), with
+    /// gate and up from the fused matmul where `composition` picks it.
     pub fn forward_with(
         &self,
         x: &Array,
         composition: Composition,
-        compiled: bool,
+        options: &ExecOptions,
     ) -> Result<Array> {
+        // Under the `fast` profile, gate, up and the activation are one kernel for a few
+        // rows whatever the composition (see `Mlp::forward_with`).
+        if let Some(f) = &self.gate_up
+            && f.parts() == 2
+            && let Some(a) = crate::kernels::fast::quantized_matvec(
+                x,
+                f.weight(),
+                crate::kernels::fast::Epilogue::Swiglu,
+                options,
+            )?
+        {
+            return self.down.forward(&a);
+        }
         let [g, u] = products(
             [&self.gate, &self.up],
             self.gate_up.as_ref(),
             x,
             composition,
         )?;
-        self.down.forward(&swiglu(&g, &u, compiled)?)
+        let a = swiglu(&g, &u, options.compiled_swiglu)?;
+        self.down.forward(&a)
     }
 
     /// Fuses gate and up (see [`FusedProjection::fuse`]); a no-op for float weights.

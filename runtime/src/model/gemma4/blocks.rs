@@ -13,6 +13,7 @@ use crate::error::{Error, Result};
 use crate::kernels;
 use crate::nn::activation::{gelu_approx, logit_softcap};
 pub use crate::nn::composition::Composition;
+use crate::nn::linear::Linear;
 use crate::nn::mask::AttnMask;
 use crate::nn::{Rope, RopeOffset, rms_norm, scalar, sdpa_quantized, sdpa_with};
 
@@ -335,6 +336,18 @@ pub fn per_layer_raw(
     pli: &Array,
     composition: Composition,
 ) -> Result<Array> {
+    // Under the `fast` profile the gate's product, gelu and the product with `pli` are one
+    // kernel, for the monolith and the generated code alike.
+    if let Linear::Quantized(gate) = &w.gate
+        && let Some(g) = kernels::fast::quantized_matvec(
+            h,
+            gate,
+            kernels::fast::Epilogue::GeluTimes(pli),
+            &m.options,
+        )?
+    {
+        return w.projection.forward(&g);
+    }
     let g = w.gate.forward(h)?;
     let compiled = m.options.compiled_activations;
     let reference =
@@ -545,8 +558,8 @@ pub fn scaled_residual(
 pub fn head(m: &Gemma4, h: &Array) -> Result<Array> {
     let h = rms_norm(h, Some(&m.weights.norm), m.eps)?;
     let logits = match &m.weights.lm_head {
-        Some(head) => head.forward(&h)?,
-        None => m.weights.embed.as_linear(&h)?,
+        Some(head) => head.head_forward(&h, &m.options)?,
+        None => m.weights.embed.as_head(&h, &m.options)?,
     };
     match m.config.final_logit_softcapping {
         None => Ok(logits),

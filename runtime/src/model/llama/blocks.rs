@@ -196,9 +196,7 @@ pub fn mlp(
     composition: Composition,
 ) -> Result<Array> {
     let f = rms_norm(h, Some(&w.post_attn_norm), m.eps)?;
-    let f = w
-        .mlp
-        .forward_with(&f, composition, m.options.compiled_swiglu)?;
+    let f = w.mlp.forward_with(&f, composition, &m.options)?;
     residual.add(m, h, &f)
 }
 
@@ -211,7 +209,7 @@ pub fn head(m: &Llama, h: &Array) -> Result<Array> {
         None => h,
     };
     match &m.weights.lm_head {
-        Some(head) => head.forward(&h),
-        None => m.weights.embed.as_linear(&h),
+        Some(head) => head.head_forward(&h, &m.options),
+        None => m.weights.embed.as_head(&h, &m.options),
     }
 }

@@ -499,5 +499,5 @@ fn group_expert_select(gates: &Array, bias: &Array, c: &MlaMoe) -> Result<Vec<Ar
 /// The final norm and `lm_head`.
 pub fn head(m: &Mla, h: &Array) -> Result<Array> {
     let x = rms_norm(h, Some(&m.weights.norm), m.eps)?;
-    m.weights.lm_head.forward(&x)
+    m.weights.lm_head.head_forward(&x, &m.options)
 }
