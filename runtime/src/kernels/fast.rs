@@ -131,18 +131,13 @@ const QMV_WARPS: i32 = 8;
 /// The most rows of `x` [`quantized_matvec`] takes (one accumulator each per lane).
 pub const QMV_MAX_ROWS: i32 = 8;
 
-/// The most 16-byte loads of one weight row a lane of [`quantized_matvec`] holds at once
-/// (registers): K up to 16,384 at 4 bits, 8,192 at 8.
-const QMV_MAX_ITERS: i32 = 16;
-
 /// What [`quantized_matvec`] writes from the f32 products `y` (each rounded once to the
 /// input's dtype).
 #[derive(Debug, Clone, Copy)]
 pub enum Epilogue<'a> {
-    /// `y`. The runtime leaves plain products to MLX's `quantized_matmul`: on the H200
-    /// this kernel alone is no faster on the device (within 10% either way at every
-    /// projection of a gemma4-e4b step) and costs more host time to build (BENCHMARKS.md,
-    /// "qmv epilogues"); the check script tests the mode the others build on.
+    /// `y`: the LM head and projections of at least
+    /// [`crate::nn::linear::FAST_PLAIN_BYTES`] ([`QuantizedWeight::matmul_t_with`]);
+    /// smaller ones stay MLX's `quantized_matmul`, whose build costs less host time.
     Plain,
     /// `gelu_approx(y_gate) * y_up`: the weight is a fused gate/up, its first half of rows
     /// the gate's (Gemma 4's GeGLU MLP).
@@ -210,7 +205,7 @@ pub fn quantized_matvec(
         return Ok(None);
     }
     let rows = x.size() as i32 / k;
-    let per_warp = qmv_rows_per_warp(k, w.spec.bits as i32, parts);
+    let per_warp = qmv_rows_per_warp(n);
     let template = [
         Template::Dtype(c"T", x.dtype()),
         Template::Int(c"BITS", w.spec.bits as i32),
@@ -250,15 +245,16 @@ pub fn quantized_matvec(
     Ok(Some(out))
 }
 
-/// Output features per warp of [`quantized_matvec`] (`R` in `qmv.cu`): as many as keep
-/// a lane's 16-byte weight loads in flight at about 12 (registers), 1, 2 or 4.
-pub fn qmv_rows_per_warp(k: i32, bits: i32, parts: i32) -> i32 {
-    let chunks = k / (4 * (32 / bits.max(1))).max(1);
-    let iters = ((chunks + 31) / 32).max(1);
-    match 12 / (iters * parts.max(1)) {
-        0 | 1 => 1,
-        2 | 3 => 2,
-        _ => 4,
+/// Output features per warp of [`quantized_matvec`] (`R` in `qmv.cu`) for `outs`
+/// features: more rows a warp share its loads of `x` and its reduction, fewer keep
+/// enough warps to fill the GPU (an H200 runs 132 SMs of up to 64 warps).
+pub fn qmv_rows_per_warp(outs: i32) -> i32 {
+    if outs >= 32_768 {
+        4
+    } else if outs >= 2_048 {
+        2
+    } else {
+        1
     }
 }
 
@@ -268,8 +264,6 @@ pub fn qmv_applies(x: &Array, w: &QuantizedWeight) -> bool {
     let dtype = x.dtype();
     let k = x.dim(-1);
     let rows = if k > 0 { x.size() as i32 / k } else { 0 };
-    let vals = 4 * (32 / bits.max(1));
-    let chunks = k / vals.max(1);
     w.weight.ndim() == 2
         && matches!(bits, 4 | 8)
         && matches!(group, 32 | 64 | 128)
@@ -280,8 +274,7 @@ pub fn qmv_applies(x: &Array, w: &QuantizedWeight) -> bool {
         && k > 0
         && w.weight.dim(1) * (32 / bits) == k
         && w.scales.dim(1) * group == k
-        && k % vals == 0
-        && (chunks + 31) / 32 <= QMV_MAX_ITERS
+        && k % 8 == 0
         && (1..=QMV_MAX_ROWS).contains(&rows)
 }
 
@@ -356,15 +349,14 @@ mod tests {
     }
 
     #[test]
-    fn a_warp_takes_more_rows_where_a_row_is_short() {
-        // gemma4-e4b at 4 bits: q/k/v and the LM head (K 2560), gate/up as pairs, down
-        // (K 10240), the per-layer projection (K 256); 8 bits halve the rows per load.
-        assert_eq!(qmv_rows_per_warp(2560, 4, 1), 4);
-        assert_eq!(qmv_rows_per_warp(2560, 4, 2), 2);
-        assert_eq!(qmv_rows_per_warp(10240, 4, 1), 1);
-        assert_eq!(qmv_rows_per_warp(256, 4, 1), 4);
-        assert_eq!(qmv_rows_per_warp(2560, 8, 1), 2);
-        assert_eq!(qmv_rows_per_warp(16384, 4, 2), 1);
+    fn a_warp_takes_more_rows_where_there_are_many_features() {
+        // gemma4-e4b: the per-layer gate (256 features) keeps a warp each, q/k/v, o,
+        // gate/up and down (2,048 to 10,240) two, the LM head (262,144) four.
+        assert_eq!(qmv_rows_per_warp(256), 1);
+        assert_eq!(qmv_rows_per_warp(2047), 1);
+        assert_eq!(qmv_rows_per_warp(2048), 2);
+        assert_eq!(qmv_rows_per_warp(10240), 2);
+        assert_eq!(qmv_rows_per_warp(262_144), 4);
     }
 
     #[test]

@@ -14,6 +14,7 @@ use crate::error::{Error, Result};
 use crate::nn::composition::Composition;
 use crate::nn::linear::{Linear, QuantizedWeight};
 use crate::nn::split::split_sizes;
+use crate::options::ExecOptions;
 
 /// Several quantized projections of the same input, fused.
 #[derive(Debug, Clone)]
@@ -108,9 +109,10 @@ impl FusedProjection {
         split_sizes(&self.weight.matmul_t(x)?, &self.outs, -1)
     }
 
-    /// The parts' products side by side, unsplit: `x Wᵀ` of the concatenated weight.
-    pub fn product(&self, x: &Array) -> Result<Array> {
-        self.weight.matmul_t(x)
+    /// The parts' products side by side, unsplit: `x Wᵀ` of the concatenated weight, as
+    /// `options` run it ([`QuantizedWeight::matmul_t_with`]).
+    pub fn product(&self, x: &Array, options: &ExecOptions) -> Result<Array> {
+        self.weight.matmul_t_with(x, options)
     }
 
     /// [`FusedProjection::forward`] as exactly `N` parts.

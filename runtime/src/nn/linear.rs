@@ -39,13 +39,13 @@ impl QuantizedWeight {
         self.weight.nbytes() + self.scales.nbytes() + self.biases.nbytes()
     }
 
-    /// [`Self::matmul_t`] for an LM head: under the `fast` profile, a weight of at least
-    /// [`FAST_HEAD_BYTES`] through the matrix-vector kernel of ours where it applies
-    /// (H200: gemma4-e4b's 378 MB head in 263 µs against MLX's 440; the smaller
-    /// projections stay MLX's, whose device times ours only matches while costing more
-    /// host time to build, BENCHMARKS.md "qmv epilogues").
-    pub fn head_matmul_t(&self, x: &Array, options: &ExecOptions) -> Result<Array> {
-        if self.nbytes() >= FAST_HEAD_BYTES
+    /// [`Self::matmul_t`] as `options` run it: under the `fast` profile, a weight of at
+    /// least [`FAST_PLAIN_BYTES`] through the matrix-vector kernel of ours where it
+    /// applies. Smaller weights stay MLX's `quantized_matmul`: there ours is no faster on
+    /// the device and costs ~5 µs more host time to build a call (BENCHMARKS.md, "qmv
+    /// v2").
+    pub fn matmul_t_with(&self, x: &Array, options: &ExecOptions) -> Result<Array> {
+        if self.nbytes() >= FAST_PLAIN_BYTES
             && let Some(y) = crate::kernels::fast::quantized_matvec(
                 x,
                 self,
@@ -57,10 +57,19 @@ impl QuantizedWeight {
         }
         self.matmul_t(x)
     }
+
+    /// [`Self::matmul_t_with`] for an LM head (the same rule; a head is always past it).
+    pub fn head_matmul_t(&self, x: &Array, options: &ExecOptions) -> Result<Array> {
+        self.matmul_t_with(x, options)
+    }
 }
 
-/// The size from which [`QuantizedWeight::head_matmul_t`] takes the kernel of ours.
-pub const FAST_HEAD_BYTES: usize = 32 << 20;
+/// The weight size (packed values, scales and biases) from which
+/// [`QuantizedWeight::matmul_t_with`] takes the kernel of ours: on the H200 ours wins
+/// from gemma4-e4b's 5.9 MB full-attention output projection up (its 14.7 MB MLP down
+/// in 14 µs against MLX's 20) and loses below (the 4.4 MB sliding q/k/v, 9.2 µs
+/// against 8.4).
+pub const FAST_PLAIN_BYTES: usize = 5 << 20;
 
 /// `y = x Wᵀ`.
 #[derive(Debug, Clone)]
@@ -81,6 +90,15 @@ impl Linear {
             Linear::Float { weight } => mlx_rs::ops::matmul(x, weight.t())?,
             Linear::Quantized(q) => q.matmul_t(x)?,
         })
+    }
+
+    /// [`Self::forward`] as `options` run it ([`QuantizedWeight::matmul_t_with`]): the
+    /// shared blocks' projections, so the monolith and the generated code route alike.
+    pub fn forward_with(&self, x: &Array, options: &ExecOptions) -> Result<Array> {
+        match self {
+            Linear::Float { weight } => Ok(mlx_rs::ops::matmul(x, weight.t())?),
+            Linear::Quantized(q) => q.matmul_t_with(x, options),
+        }
     }
 
     /// [`Self::forward`] as an LM head ([`QuantizedWeight::head_matmul_t`]).

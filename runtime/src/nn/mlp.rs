@@ -49,7 +49,7 @@ impl Mlp {
                 options,
             )?
         {
-            return self.down.forward(&a);
+            return self.down.forward_with(&a, options);
         }
         let [g, u] = products(
             [&self.gate, &self.up],
@@ -67,7 +67,7 @@ impl Mlp {
         } else {
             geglu(&g, &u, compiled)?
         };
-        self.down.forward(&a)
+        self.down.forward_with(&a, options)
     }
 
     /// Fuses gate and up (see [`FusedProjection::fuse`]); a no-op for float weights.

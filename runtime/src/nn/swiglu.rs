@@ -74,7 +74,7 @@ impl SwiGlu {
                 options,
             )?
         {
-            return self.down.forward(&a);
+            return self.down.forward_with(&a, options);
         }
         let [g, u] = products(
             [&self.gate, &self.up],
@@ -83,7 +83,7 @@ impl SwiGlu {
             composition,
         )?;
         let a = swiglu(&g, &u, options.compiled_swiglu)?;
-        self.down.forward(&a)
+        self.down.forward_with(&a, options)
     }
 
     /// Fuses gate and up (see [`FusedProjection::fuse`]); a no-op for float weights.

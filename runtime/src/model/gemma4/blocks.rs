@@ -147,7 +147,13 @@ pub fn queries(
     head_dim: i32,
     composition: Composition,
 ) -> Result<Array> {
-    finish_queries(m, w, &w.q_proj.forward(x)?, head_dim, composition)
+    finish_queries(
+        m,
+        w,
+        &w.q_proj.forward_with(x, &m.options)?,
+        head_dim,
+        composition,
+    )
 }
 
 /// The queries from the `q_proj` product `[B, L, nh·D]`.
@@ -265,7 +271,10 @@ pub fn attention_out(
     o: &Array,
     composition: Composition,
 ) -> Result<Array> {
-    let a = w.attn.o_proj.forward(&composition.merge_heads(o)?)?;
+    let a = w
+        .attn
+        .o_proj
+        .forward_with(&composition.merge_heads(o)?, &m.options)?;
     let a = rms_norm(&a, Some(&w.post_attn_norm), m.eps)?;
     Ok(mlx_rs::ops::add(h, &a)?)
 }
@@ -286,7 +295,10 @@ pub fn attention_residual(
         Ok((h, f))
     };
     if h.ndim() == 3 && composition.fused_kernels(h.dim(1), &m.options) {
-        let a = w.attn.o_proj.forward(&composition.merge_heads(o)?)?;
+        let a = w
+            .attn
+            .o_proj
+            .forward_with(&composition.merge_heads(o)?, &m.options)?;
         let (h_out, f) =
             kernels::residual(h, &a, &w.post_attn_norm, None, Some(&w.pre_ffn_norm), m.eps)?;
         let f = f.ok_or_else(|| Error::Unsupported("a fused residual without its norm".into()))?;
@@ -433,9 +445,9 @@ pub fn fused_attention_inputs(
         let (Some(qkv), Some(k_norm)) = (w.qkv.as_ref(), w.k_norm.as_ref()) else {
             return Ok(None);
         };
-        (qkv.product(x)?, Some(k_norm))
+        (qkv.product(x, &m.options)?, Some(k_norm))
     } else {
-        (w.q_proj.forward(x)?, None)
+        (w.q_proj.forward_with(x, &m.options)?, None)
     };
     let q_width = heads * head_dim;
     let kv_heads = if own_kv {

@@ -182,7 +182,10 @@ pub fn attention_out(
     residual: Residual,
     composition: Composition,
 ) -> Result<Array> {
-    let a = w.attn.o_proj.forward(&composition.merge_heads(o)?)?;
+    let a = w
+        .attn
+        .o_proj
+        .forward_with(&composition.merge_heads(o)?, &m.options)?;
     residual.add(m, h, &a)
 }
 
