@@ -11,7 +11,8 @@
 //!   decode step's projections and LM head), one warp per output feature, f32 sums, with
 //!   the MLP's activation (GeGLU, SwiGLU) or Gemma 4's per-layer gate in the same launch
 //!   ([`Epilogue`]): one kernel where MLX runs a matmul, a split and one or two more. The
-//!   shared blocks call it for those three (`Mlp`, `SwiGlu`, Gemma 4's `per_layer_raw`).
+//!   shared blocks call it for those three (`Mlp`, `SwiGlu`, Gemma 4's `per_layer_raw`),
+//!   the LM head, and wide plain projections (`Linear::forward_with`).
 
 use mlx_rs::{Array, Dtype};
 
@@ -135,9 +136,10 @@ pub const QMV_MAX_ROWS: i32 = 8;
 /// input's dtype).
 #[derive(Debug, Clone, Copy)]
 pub enum Epilogue<'a> {
-    /// `y`: the LM head and projections of at least
-    /// [`crate::nn::linear::FAST_PLAIN_BYTES`] ([`QuantizedWeight::matmul_t_with`]);
-    /// smaller ones stay MLX's `quantized_matmul`, whose build costs less host time.
+    /// `y`: the LM head, and projections whose input is at least
+    /// [`crate::nn::linear::FAST_PLAIN_MIN_INPUT`] wide
+    /// ([`QuantizedWeight::takes_fast_plain`]); narrower ones stay MLX's
+    /// `quantized_matmul`, whose build costs less host time.
     Plain,
     /// `gelu_approx(y_gate) * y_up`: the weight is a fused gate/up, its first half of rows
     /// the gate's (Gemma 4's GeGLU MLP).

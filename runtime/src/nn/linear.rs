@@ -39,13 +39,11 @@ impl QuantizedWeight {
         self.weight.nbytes() + self.scales.nbytes() + self.biases.nbytes()
     }
 
-    /// [`Self::matmul_t`] as `options` run it: under the `fast` profile, a weight of at
-    /// least [`FAST_PLAIN_BYTES`] through the matrix-vector kernel of ours where it
-    /// applies. Smaller weights stay MLX's `quantized_matmul`: there ours is no faster on
-    /// the device and costs ~5 µs more host time to build a call (BENCHMARKS.md, "qmv
-    /// v2").
+    /// [`Self::matmul_t`] as `options` run it: under the `fast` profile, where
+    /// [`Self::takes_fast_plain`], through the matrix-vector kernel of ours where it
+    /// applies; otherwise MLX's `quantized_matmul`.
     pub fn matmul_t_with(&self, x: &Array, options: &ExecOptions) -> Result<Array> {
-        if self.nbytes() >= FAST_PLAIN_BYTES
+        if self.takes_fast_plain()
             && let Some(y) = crate::kernels::fast::quantized_matvec(
                 x,
                 self,
@@ -58,18 +56,39 @@ impl QuantizedWeight {
         self.matmul_t(x)
     }
 
-    /// [`Self::matmul_t_with`] for an LM head (the same rule; a head is always past it).
+    /// Whether a plain product on this weight goes to the kernel of ours (under `fast`):
+    /// for inputs at least [`FAST_PLAIN_MIN_INPUT`] wide. The rule reads only the input
+    /// width, which the parts of a fused projection share with the whole, so a part
+    /// computed on its own (the monolith's separate q, k and v) takes the same kernel,
+    /// and the same bytes, as the fused product (the generated single-token step's).
+    pub fn takes_fast_plain(&self) -> bool {
+        self.scales.dim(-1) * self.spec.group_size as i32 >= FAST_PLAIN_MIN_INPUT
+    }
+
+    /// `x Wᵀ` for an LM head, as `options` run it: under the `fast` profile through the
+    /// kernel of ours whatever the width (a head is hundreds of MB: ours reads it at
+    /// ~1.6 TB/s against MLX's ~0.9), else MLX's `quantized_matmul`.
     pub fn head_matmul_t(&self, x: &Array, options: &ExecOptions) -> Result<Array> {
-        self.matmul_t_with(x, options)
+        if let Some(y) = crate::kernels::fast::quantized_matvec(
+            x,
+            self,
+            crate::kernels::fast::Epilogue::Plain,
+            options,
+        )? {
+            return Ok(y);
+        }
+        self.matmul_t(x)
     }
 }
 
-/// The weight size (packed values, scales and biases) from which
-/// [`QuantizedWeight::matmul_t_with`] takes the kernel of ours: on the H200 ours wins
-/// from gemma4-e4b's 5.9 MB full-attention output projection up (its 14.7 MB MLP down
-/// in 14 µs against MLX's 20) and loses below (the 4.4 MB sliding q/k/v, 9.2 µs
-/// against 8.4).
-pub const FAST_PLAIN_BYTES: usize = 5 << 20;
+/// The input width from which [`QuantizedWeight::takes_fast_plain`] picks the kernel of
+/// ours for a plain product. On the H200 (BENCHMARKS.md, "qmv v2") ours wins at
+/// gemma4-e4b's 4,096-wide full-attention output projection (10.4 µs a call against
+/// MLX's 11.5) and its 10,240-wide MLP down (13.9 against 19.4), and does not at the
+/// 2,560-wide q/k/v (14.9 against 14.0 full, 10.9 against 9.6 sliding) or the 2,048-wide
+/// sliding output (9.1 against 8.5), where its ~5 µs more host build per call is not
+/// repaid. The LM head always takes ours ([`QuantizedWeight::head_matmul_t`]).
+pub const FAST_PLAIN_MIN_INPUT: i32 = 4096;
 
 /// `y = x Wᵀ`.
 #[derive(Debug, Clone)]
@@ -130,6 +149,55 @@ impl Linear {
         match self {
             Linear::Float { weight } => weight.nbytes(),
             Linear::Quantized(q) => q.nbytes(),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::nn::fused::FusedProjection;
+    use crate::quantization::QuantSpec;
+
+    fn quantized(out: i32, input: i32) -> Linear {
+        let w = mlx_rs::random::normal::<f32>(&[out, input], None, None, None).unwrap();
+        let (weight, scales, biases) = mlx_rs::ops::quantize(&w, 64, 4).unwrap();
+        Linear::Quantized(QuantizedWeight {
+            weight,
+            scales,
+            biases,
+            spec: QuantSpec {
+                bits: 4,
+                group_size: 64,
+            },
+        })
+    }
+
+    fn routes(l: &Linear) -> bool {
+        match l {
+            Linear::Quantized(q) => q.takes_fast_plain(),
+            Linear::Float { .. } => panic!("a float weight"),
+        }
+    }
+
+    /// The parity gate compares the generated single-token step (one fused q/k/v
+    /// product) with the monolith (three separate ones): each part must take the kernel
+    /// the whole takes, whatever its own size.
+    #[test]
+    fn parts_of_a_fused_projection_route_as_the_whole() {
+        for input in [FAST_PLAIN_MIN_INPUT - 64, FAST_PLAIN_MIN_INPUT] {
+            let (q, k, v) = (
+                quantized(256, input),
+                quantized(8, input),
+                quantized(8, input),
+            );
+            let (fused, views) = FusedProjection::fuse(&[&q, &k, &v]).unwrap().unwrap();
+            let whole = fused.weight().takes_fast_plain();
+            assert_eq!(whole, input >= FAST_PLAIN_MIN_INPUT, "input {input}");
+            for (part, view) in [&q, &k, &v].into_iter().zip(&views) {
+                assert_eq!(routes(part), whole, "input {input}: a part on its own");
+                assert_eq!(routes(view), whole, "input {input}: a part's view");
+            }
         }
     }
 }
