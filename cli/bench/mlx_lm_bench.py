@@ -41,14 +41,18 @@ def run(model, prompt, gen):
     for _token, _ in generate_step(mx.array(prompt), model, max_tokens=gen):
         if first is None:
             first = time.perf_counter()
+            first_wall = time.time()
         count += 1
     end = time.perf_counter()
+    end_wall = time.time()
     decode_steps = count - 1
     return {
         "prefill_tok_s": len(prompt) / (first - start),
         "ttft_s": first - start,
         "decode_tok_s": decode_steps / (end - first) if decode_steps > 0 else None,
         "peak_memory": mx.get_peak_memory(),
+        # Wall-clock seconds since the epoch, for mlx-aot bench's GPU busy fraction.
+        "decode_window": [first_wall, end_wall],
     }
 
 

@@ -2,8 +2,9 @@
 //! the same saved weights, in one run: prefill tok/s, time to first token, decode tok/s,
 //! host time per decode step (graph building apart from evaluation, and the part of
 //! evaluation spent submitting the step to the device), ops per step by primitive and
-//! peak memory, over alternating repetitions after a warm-up. Prints a table with
-//! ratios and writes JSON.
+//! peak memory, and the GPU's busy fraction through each column's decode where
+//! `nvidia-smi` runs ([`crate::gpu_busy`]), over alternating repetitions after a
+//! warm-up. Prints a table with ratios and writes JSON.
 
 use std::path::PathBuf;
 use std::process::Command;
@@ -20,6 +21,7 @@ use runtime::registry::ImplChoice;
 use runtime::sampling::Sampler;
 use serde_json::{Value, json};
 
+use crate::gpu_busy::{self, Busy, Sample, Window};
 use crate::model_dir::{self, KvChoice, ModelDir};
 use crate::pipeline_arg::PipelineArg;
 
@@ -76,6 +78,10 @@ pub struct Args {
     /// A label for the machine in the report.
     #[arg(long, default_value = "")]
     machine: String,
+    /// Do not sample the GPU's busy fraction with `nvidia-smi` (sampled by default where
+    /// it runs).
+    #[arg(long)]
+    no_gpu_busy: bool,
 }
 
 /// Deterministic prompt ids, the same as the mlx-lm script's.
@@ -101,6 +107,8 @@ struct Rep {
     fast_path: u64,
     /// The tokens generated.
     tokens: Vec<u32>,
+    /// When the decode steps ran (wall clock).
+    decode_window: Window,
 }
 
 /// Figures of the one-step-at-a-time measurement.
@@ -220,7 +228,12 @@ fn rep(s: &Subject, prompt: &[u32], layout: &KvLayout, tokens: usize) -> Result<
         &options(layout, tokens, s.pipeline.runtime()),
         |_| Flow::Continue,
     )?;
+    let end = gpu_busy::now_s();
     Ok(Rep {
+        decode_window: Window {
+            start: end - stats.decode.as_secs_f64(),
+            end,
+        },
         prefill_tok_s: stats.prefill_tok_s(),
         ttft_s: stats.time_to_first_token.as_secs_f64(),
         decode_tok_s: stats.decode_tok_s(),
@@ -350,6 +363,11 @@ pub fn main(a: Args) -> Result<()> {
     }
     let warmup_s = warm.elapsed().as_secs_f64();
     eprintln!("warm-up {warmup_s:.1} s");
+    let sampler = if a.no_gpu_busy {
+        None
+    } else {
+        gpu_busy::Sampler::start()
+    };
     for r in 0..a.reps {
         for s in subjects.iter_mut() {
             let x = rep(s, &prompt, &layout, a.tokens)?;
@@ -382,7 +400,16 @@ pub fn main(a: Args) -> Result<()> {
         },
         None => None,
     };
-    let report = report(&a, &loaded, &layout, &subjects, mlx_lm.as_ref(), warmup_s);
+    let samples = sampler.map(gpu_busy::Sampler::stop).unwrap_or_default();
+    let report = report(
+        &a,
+        &loaded,
+        &layout,
+        &subjects,
+        mlx_lm.as_ref(),
+        warmup_s,
+        &samples,
+    );
     print_table(&report);
     if let Some(path) = &a.json {
         let text = serde_json::to_string_pretty(&report)? + "\n";
@@ -403,7 +430,14 @@ fn report(
     subjects: &[Subject],
     mlx_lm: Option<&Value>,
     warmup_s: f64,
+    samples: &[Sample],
 ) -> Value {
+    let busy = |windows: &[Window]| -> Value {
+        match gpu_busy::busy_in(samples, windows) {
+            Some(Busy { mean_pct, samples }) => json!({"mean_pct": mean_pct, "samples": samples}),
+            None => Value::Null,
+        }
+    };
     // Greedy decoding of one prompt on one set of weights: every implementation, pipeline
     // and repetition should give the same tokens (the parity gate's promise, end to end).
     // Each repetition's first position that differs from the first one measured.
@@ -439,6 +473,7 @@ fn report(
                 "prefill_tok_s": stat(&pick(|r| r.prefill_tok_s)),
                 "ttft_s": stat(&pick(|r| r.ttft_s)),
                 "decode_tok_s": stat(&pick(|r| r.decode_tok_s)),
+                "gpu_busy_in_decode": busy(&s.reps.iter().map(|r| r.decode_window).collect::<Vec<_>>()),
                 "peak_memory_bytes": s.reps.iter().map(|r| r.peak_memory).max(),
                 "fast_path_calls_per_rep": s.reps.first().map(|r| r.fast_path),
                 "tokens_differ_from_first_at": s.reps.iter().map(differs_at).collect::<Vec<_>>(),
@@ -483,6 +518,10 @@ fn report(
             "prefill_tok_s": stat(&f("prefill_tok_s")),
             "ttft_s": stat(&f("ttft_s")),
             "decode_tok_s": stat(&f("decode_tok_s")),
+            "gpu_busy_in_decode": busy(&reps.iter().filter_map(|r| {
+                let w = r["decode_window"].as_array()?;
+                Some(Window { start: w.first()?.as_f64()?, end: w.get(1)?.as_f64()? })
+            }).collect::<Vec<_>>()),
             "peak_memory_bytes": reps.iter().filter_map(|r| r["peak_memory"].as_u64()).max(),
             "ops_per_step": v["ops_by_primitive"]
                 .as_object()
@@ -534,7 +573,7 @@ fn print_table(r: &Value) {
         r["prefill_barrier"].as_str().unwrap_or("")
     );
     println!(
-        "{:<17} {:>10} {:>9} {:>22} {:>10} {:>10} {:>10} {:>7} {:>9}",
+        "{:<17} {:>10} {:>9} {:>22} {:>10} {:>10} {:>10} {:>7} {:>9} {:>7}",
         "implementation",
         "prefill/s",
         "ttft ms",
@@ -543,14 +582,15 @@ fn print_table(r: &Value) {
         "submit ms",
         "eval ms",
         "ops",
-        "peak MB"
+        "peak MB",
+        "busy %"
     );
     let row = |name: &str, v: &Value| {
         let med = |k: &str| v[k]["median"].as_f64().unwrap_or(f64::NAN);
         let mn = v["decode_tok_s"]["min"].as_f64().unwrap_or(f64::NAN);
         let mx = v["decode_tok_s"]["max"].as_f64().unwrap_or(f64::NAN);
         println!(
-            "{:<17} {:>10.1} {:>9.1} {:>8.1} [{:>5.1}-{:>5.1}] {:>10} {:>10} {:>10} {:>7} {:>9.0}",
+            "{:<17} {:>10.1} {:>9.1} {:>8.1} [{:>5.1}-{:>5.1}] {:>10} {:>10} {:>10} {:>7} {:>9.0} {:>7}",
             name,
             med("prefill_tok_s"),
             med("ttft_s") * 1e3,
@@ -569,7 +609,10 @@ fn print_table(r: &Value) {
             v["ops_per_step"]
                 .as_u64()
                 .map_or("-".into(), |x| x.to_string()),
-            v["peak_memory_bytes"].as_f64().unwrap_or(f64::NAN) / 1e6
+            v["peak_memory_bytes"].as_f64().unwrap_or(f64::NAN) / 1e6,
+            v["gpu_busy_in_decode"]["mean_pct"]
+                .as_f64()
+                .map_or("-".into(), |x| format!("{x:.0}"))
         );
     };
     if let Some(impls) = r["implementations"].as_object() {

@@ -16,6 +16,7 @@ macro_rules! outln {
 
 mod bench;
 mod figures;
+mod gpu_busy;
 mod inspect;
 mod logits;
 mod model_dir;
