@@ -6,6 +6,7 @@ use runtime::nn::Composition;
 use runtime::nn::Linear;
 use runtime::nn::fused::FusedProjection;
 use runtime::nn::linear::QuantizedWeight;
+use runtime::options::ExecOptions;
 use runtime::quantization::QuantSpec;
 
 fn quantized(out: i32, input: i32, seed: u64) -> Linear {
@@ -51,11 +52,16 @@ fn fused_parts_equal_separate_matmuls_byte_for_byte() {
         let refs: Vec<&Linear> = parts.iter().collect();
         let (fused, views) = FusedProjection::fuse(&refs).unwrap().expect("fusable");
         assert_eq!(fused.parts(), 3);
-        let together = fused.forward(&x).unwrap();
+        let options = ExecOptions::default();
+        let together = fused.forward(&x, &options).unwrap();
         for ((p, v), t) in parts.iter().zip(&views).zip(&together) {
-            let alone = bytes(&p.forward(&x).unwrap());
+            let alone = bytes(&p.forward_with(&x, &options).unwrap());
             assert_eq!(alone, bytes(t), "fused part differs ({rows} rows)");
-            assert_eq!(alone, bytes(&v.forward(&x).unwrap()), "view differs");
+            assert_eq!(
+                alone,
+                bytes(&v.forward_with(&x, &options).unwrap()),
+                "view differs"
+            );
         }
     }
 }
@@ -104,7 +110,7 @@ fn fused_product_is_split_by_one_op() {
     let (fused, _) = FusedProjection::fuse(&refs).unwrap().expect("fusable");
     let x = runtime::mlx_rs::ops::zeros_dtype(&[1, 1, 128], Dtype::Bfloat16).unwrap();
     x.eval().unwrap();
-    let together = fused.forward(&x).unwrap();
+    let together = fused.forward(&x, &ExecOptions::default()).unwrap();
     let outputs: Vec<&Array> = together.iter().collect();
     let ops = runtime::graph::histogram(&runtime::graph::dot(&outputs).unwrap());
     assert_eq!(ops.get("QuantizedMatmul"), Some(&1), "{ops:?}");

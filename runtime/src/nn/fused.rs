@@ -103,21 +103,28 @@ impl FusedProjection {
         Ok(Some(fused))
     }
 
-    /// The parts' products `x Wᵢᵀ`, in order, from one quantized matmul split by one
-    /// `split` (one op for all the parts, where a slice each would be one op per part).
-    pub fn forward(&self, x: &Array) -> Result<Vec<Array>> {
-        split_sizes(&self.weight.matmul_t(x)?, &self.outs, -1)
+    /// The parts' products `x Wᵢᵀ`, in order, from one quantized matmul ([`Self::product`])
+    /// split by one `split` (one op for all the parts, where a slice each would be one op
+    /// per part).
+    pub fn forward(&self, x: &Array, options: &ExecOptions) -> Result<Vec<Array>> {
+        split_sizes(&self.product(x, options)?, &self.outs, -1)
     }
 
     /// The parts' products side by side, unsplit: `x Wᵀ` of the concatenated weight, as
-    /// `options` run it ([`QuantizedWeight::matmul_t_with`]).
+    /// `options` run it ([`QuantizedWeight::matmul_t_with`], whose rule reads only the
+    /// input width: a part run on its own, [`Linear::forward_with`], takes the same
+    /// kernel).
     pub fn product(&self, x: &Array, options: &ExecOptions) -> Result<Array> {
         self.weight.matmul_t_with(x, options)
     }
 
     /// [`FusedProjection::forward`] as exactly `N` parts.
-    pub fn forward_parts<const N: usize>(&self, x: &Array) -> Result<[Array; N]> {
-        let parts = self.forward(x)?;
+    pub fn forward_parts<const N: usize>(
+        &self,
+        x: &Array,
+        options: &ExecOptions,
+    ) -> Result<[Array; N]> {
+        let parts = self.forward(x, options)?;
         let n = parts.len();
         parts.try_into().map_err(|_| {
             Error::Unsupported(format!(
@@ -137,20 +144,22 @@ impl FusedProjection {
     }
 }
 
-/// The products `x Wᵢᵀ` of `linears`: from `fused`, their fused form, where `composition`
-/// picks it for `x`, else one matmul each.
+/// The products `x Wᵢᵀ` of `linears` as `options` run them: from `fused`, their fused
+/// form, where `composition` picks it for `x`, else one matmul each (the same kernel
+/// either way, see [`FusedProjection::product`]).
 pub fn products<const N: usize>(
     linears: [&Linear; N],
     fused: Option<&FusedProjection>,
     x: &Array,
     composition: Composition,
+    options: &ExecOptions,
 ) -> Result<[Array; N]> {
     match composition.fused(fused, x) {
-        Some(f) => f.forward_parts(x),
+        Some(f) => f.forward_parts(x, options),
         None => {
             let mut out = Vec::with_capacity(N);
             for l in linears {
-                out.push(l.forward(x)?);
+                out.push(l.forward_with(x, options)?);
             }
             out.try_into()
                 .map_err(|_| Error::Unsupported(format!("other than {N} separate products")))

@@ -56,6 +56,7 @@ impl Mlp {
             self.gate_up.as_ref(),
             x,
             composition,
+            options,
         )?;
         let compiled = options.compiled_activations;
         let a = if x.ndim() == 3 && composition.fused_kernels(x.dim(1), options) {

@@ -81,6 +81,7 @@ impl SwiGlu {
             self.gate_up.as_ref(),
             x,
             composition,
+            options,
         )?;
         let a = swiglu(&g, &u, options.compiled_swiglu)?;
         self.down.forward_with(&a, options)

@@ -78,7 +78,7 @@ pub fn embed(m: &Gemma4, tokens: &Array) -> Result<StepInputs> {
             let tok = ple.embed.lookup(tokens)?;
             let tok = scalar::mul(&tok, (p as f64).sqrt())?;
             let tok = mlx_rs::ops::unflatten(&tok, -1, &[n, p])?;
-            let ctx = ple.projection.forward(&h)?;
+            let ctx = ple.projection.forward_with(&h, &m.options)?;
             let ctx = scalar::mul(&ctx, (c.hidden_size as f64).powf(-0.5))?;
             let ctx = mlx_rs::ops::unflatten(&ctx, -1, &[n, p])?;
             let ctx = rms_norm(&ctx, Some(&ple.norm), m.eps)?;
@@ -184,7 +184,7 @@ pub fn queries_keys_values(
         let (k, v) = keys_values(m, w, x, head_dim, k_eq_v, composition)?;
         return Ok((q, k, v));
     };
-    let mut parts = fused.forward(x)?.into_iter();
+    let mut parts = fused.forward(x, &m.options)?.into_iter();
     let mut next = || {
         parts
             .next()
@@ -209,12 +209,12 @@ pub fn keys_values(
 ) -> Result<(Array, Array)> {
     let missing = |what: &str| Error::Unsupported(format!("a donor layer without {what}"));
     let k_proj = w.k_proj.as_ref().ok_or_else(|| missing("k_proj"))?;
-    let k_raw = k_proj.forward(x)?;
+    let k_raw = k_proj.forward_with(x, &m.options)?;
     let v_raw = if k_eq_v {
         None
     } else {
         let v_proj = w.v_proj.as_ref().ok_or_else(|| missing("v_proj"))?;
-        Some(v_proj.forward(x)?)
+        Some(v_proj.forward_with(x, &m.options)?)
     };
     finish_keys_values(m, w, &k_raw, v_raw.as_ref(), head_dim, composition)
 }
@@ -358,9 +358,9 @@ pub fn per_layer_raw(
             &m.options,
         )?
     {
-        return w.projection.forward(&g);
+        return w.projection.forward_with(&g, &m.options);
     }
-    let g = w.gate.forward(h)?;
+    let g = w.gate.forward_with(h, &m.options)?;
     let compiled = m.options.compiled_activations;
     let reference =
         || -> Result<Array> { Ok(mlx_rs::ops::multiply(gelu_approx(&g, compiled)?, pli)?) };
@@ -376,7 +376,7 @@ pub fn per_layer_raw(
     } else {
         reference()?
     };
-    w.projection.forward(&g)
+    w.projection.forward_with(&g, &m.options)
 }
 
 /// A layer's last residual add: `(h + rms_norm(d, norm)) [* scalar]`, as

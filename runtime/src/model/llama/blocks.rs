@@ -149,6 +149,7 @@ pub fn queries_keys_values(
         w.qkv.as_ref(),
         x,
         composition,
+        &m.options,
     )?;
     let q = finish_queries(m, w, &q, qk_norm, composition)?;
     let (k, v) = finish_keys_values(m, w, &k, &v, qk_norm, composition)?;
