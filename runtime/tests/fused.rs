@@ -121,3 +121,37 @@ fn fused_product_is_split_by_one_op() {
         "only the matmul and the split: {ops:?}"
     );
 }
+
+fn takes_fast_plain(l: &Linear) -> bool {
+    match l {
+        Linear::Quantized(q) => q.takes_fast_plain(),
+        Linear::Float { .. } => panic!("a float weight"),
+    }
+}
+
+/// The parity gate compares the generated single-token step (one fused q/k/v product)
+/// with the monolith (three separate ones): under `fast` each part must take the kernel
+/// the whole takes, whatever its own size.
+#[test]
+fn parts_of_a_fused_projection_route_as_the_whole() {
+    use runtime::nn::linear::FAST_PLAIN_MIN_INPUT;
+    for input in [FAST_PLAIN_MIN_INPUT - 64, FAST_PLAIN_MIN_INPUT] {
+        let parts = [
+            quantized(256, input, 1),
+            quantized(8, input, 2),
+            quantized(8, input, 3),
+        ];
+        let refs: Vec<&Linear> = parts.iter().collect();
+        let (fused, views) = FusedProjection::fuse(&refs).unwrap().expect("fusable");
+        let whole = fused.weight().takes_fast_plain();
+        assert_eq!(whole, input >= FAST_PLAIN_MIN_INPUT, "input {input}");
+        for (part, view) in parts.iter().zip(&views) {
+            assert_eq!(takes_fast_plain(part), whole, "input {input}: a part alone");
+            assert_eq!(
+                takes_fast_plain(view),
+                whole,
+                "input {input}: a part's view"
+            );
+        }
+    }
+}

@@ -52,6 +52,10 @@ fn two_processes_print_the_same_hash() {
     if std::env::var_os(CHILD_ENV).is_some() {
         return;
     }
+    // This process's outcome first: MLX's CPU backend compiles kernels into a shared
+    // on-disk cache without an atomic write, so a child loading a kernel while this
+    // process still writes it reads a short file ("file too short" on a cold cache).
+    let own = outcome().hash.clone();
     let exe = std::env::current_exe().expect("path of this test binary");
     let child_hash = || {
         let out = Command::new(&exe)
@@ -79,10 +83,7 @@ fn two_processes_print_the_same_hash() {
             .to_owned()
     };
     let (a, b) = (child_hash(), child_hash());
-    println!(
-        "child 1: {a}\nchild 2: {b}\nthis process: {}",
-        outcome().hash
-    );
+    println!("child 1: {a}\nchild 2: {b}\nthis process: {own}");
     assert_eq!(a, b, "two child processes printed different hashes");
-    assert_eq!(a, outcome().hash, "child processes and this process differ");
+    assert_eq!(a, own, "child processes and this process differ");
 }
