@@ -43,17 +43,11 @@ impl QuantizedWeight {
     /// [`Self::takes_fast_plain`], through the matrix-vector kernel of ours where it
     /// applies; otherwise MLX's `quantized_matmul`.
     pub fn matmul_t_with(&self, x: &Array, options: &ExecOptions) -> Result<Array> {
-        if self.takes_fast_plain()
-            && let Some(y) = crate::kernels::fast::quantized_matvec(
-                x,
-                self,
-                crate::kernels::fast::Epilogue::Plain,
-                options,
-            )?
-        {
-            return Ok(y);
+        if self.takes_fast_plain() {
+            self.fast_or_mlx(x, options)
+        } else {
+            self.matmul_t(x)
         }
-        self.matmul_t(x)
     }
 
     /// Whether a plain product on this weight goes to the kernel of ours (under `fast`):
@@ -69,15 +63,17 @@ impl QuantizedWeight {
     /// kernel of ours whatever the width (a head is hundreds of MB: ours reads it at
     /// ~1.6 TB/s against MLX's ~0.9), else MLX's `quantized_matmul`.
     pub fn head_matmul_t(&self, x: &Array, options: &ExecOptions) -> Result<Array> {
-        if let Some(y) = crate::kernels::fast::quantized_matvec(
-            x,
-            self,
-            crate::kernels::fast::Epilogue::Plain,
-            options,
-        )? {
-            return Ok(y);
+        self.fast_or_mlx(x, options)
+    }
+
+    /// `x Wᵀ` through the kernel of ours where `options` and the shapes let it run,
+    /// else MLX's `quantized_matmul`.
+    fn fast_or_mlx(&self, x: &Array, options: &ExecOptions) -> Result<Array> {
+        let plain = crate::kernels::fast::Epilogue::Plain;
+        match crate::kernels::fast::quantized_matvec(x, self, plain, options)? {
+            Some(y) => Ok(y),
+            None => self.matmul_t(x),
         }
-        self.matmul_t(x)
     }
 }
 
