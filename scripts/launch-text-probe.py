@@ -71,7 +71,7 @@ def main():
     variants = {
         "full": kernel("probe_qmv_full", body),
         # MLX passes an input's shape/strides only when the text names them
-        # (runtime/src/kernels/cuda/text.rs does the same).
+        # (benchmarks/h100-2026-12-06/include-text.patch does the same).
         "include": kernel("probe_qmv_include", include_text),
         "padded": kernel("probe_qmv_padded", body + ("// " + "x" * 125 + "\n") * 256),
     }
