@@ -323,7 +323,9 @@ pub fn ffn_raw(m: &Gemma4, w: &LayerWeights, f: &Array, composition: Composition
 }
 
 /// The dense feed-forward block's residual from `h` and its normed input `f` (as
-/// [`attention_residual`] gives it): `h + post_feedforward_layernorm(mlp(f))`.
+/// [`attention_residual`] gives it): `h + post_feedforward_layernorm(mlp(f))`; with
+/// [`Composition::fused_kernels`], the norm and the add as one fused kernel (MLX's bytes,
+/// one launch where MLX makes two).
 pub fn ffn_residual(
     m: &Gemma4,
     w: &LayerWeights,
@@ -331,12 +333,22 @@ pub fn ffn_residual(
     f: &Array,
     composition: Composition,
 ) -> Result<Array> {
-    let d = rms_norm(
-        &ffn_raw(m, w, f, composition)?,
-        Some(&w.post_ffn_norm),
-        m.eps,
-    )?;
-    Ok(mlx_rs::ops::add(h, &d)?)
+    let raw = ffn_raw(m, w, f, composition)?;
+    let ops = || -> Result<Array> {
+        let d = rms_norm(&raw, Some(&w.post_ffn_norm), m.eps)?;
+        Ok(mlx_rs::ops::add(h, &d)?)
+    };
+    if h.ndim() == 3 && composition.fused_kernels(h.dim(1), &m.options) {
+        let (h_out, _) = kernels::residual(h, &raw, &w.post_ffn_norm, None, None, m.eps)?;
+        kernels::compare(
+            "feed-forward residual",
+            &m.options,
+            std::slice::from_ref(&h_out),
+            || Ok(vec![ops()?]),
+        )?;
+        return Ok(h_out);
+    }
+    ops()
 }
 
 /// The per-layer-input branch before its post-norm: `proj(gelu(gate(h)) * pli)`; with
