@@ -23,6 +23,7 @@ import struct
 import sys
 
 import mlx.core as mx
+from kernel_text import compact
 from mlx_timing import chain, timed
 
 KERNELS = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "runtime", "kernels")
@@ -32,17 +33,6 @@ WARPS = 4  # runtime/src/kernels/fast.rs
 def read(name):
     with open(os.path.join(KERNELS, name)) as f:
         return f.read()
-
-
-def compact(source):
-    """runtime/src/kernels/cuda.rs, compact: the text MLX is given (comments, indentation
-    and blank lines dropped; its host cost per call grows with the text)."""
-    out = []
-    for line in source.splitlines():
-        code = line.split("//", 1)[0].strip()
-        if code:
-            out.append(code + "\n")
-    return "".join(out)
 
 
 SPLIT = mx.fast.cuda_kernel(

@@ -27,20 +27,11 @@ import tempfile
 import time
 
 import mlx.core as mx
+from kernel_text import compact
 from mlx_timing import timed
 
 KERNELS = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "runtime", "kernels")
 WARPS = 8  # runtime/src/kernels/fast.rs, QMV_WARPS
-
-
-def compact(source):
-    """runtime/src/kernels/cuda.rs, compact."""
-    out = []
-    for line in source.splitlines():
-        code = line.split("//", 1)[0].strip()
-        if code:
-            out.append(code + "\n")
-    return "".join(out)
 
 
 def kernel(name, source, header="#define AOT_QMV_MODE 0\n"):

@@ -26,14 +26,10 @@ import os
 import re
 import sys
 
+from kernel_text import compact
+
 KERNELS = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "runtime", "kernels")
 CUDA_TYPES = {"bf16": "__nv_bfloat16", "f16": "__half", "f32": "float"}
-
-
-def compact(source):
-    """runtime/src/kernels/cuda.rs, compact."""
-    return "".join(line.split("//", 1)[0].strip() + "\n"
-                   for line in source.splitlines() if line.split("//", 1)[0].strip())
 
 
 def program(name, body, inputs, outputs, consts, defines):
