@@ -35,11 +35,11 @@ impl Composition {
         self == Composition::SingleToken && len == 1
     }
 
-    /// Whether a step of `len` tokens per sequence runs the fused CUDA kernels
-    /// ([`crate::kernels`]): the single-token form, where `options` ask for them on a
-    /// device that has them.
-    pub fn fused_kernels(self, len: i32, options: &ExecOptions) -> bool {
-        self.single(len) && crate::kernels::enabled(options)
+    /// Whether a step whose activation is `x` `[B, L, H]` runs the fused CUDA kernels
+    /// ([`crate::kernels`]): the single-token form (`L` = 1), where `options` ask for
+    /// them on a device that has them.
+    pub fn fused_kernels(self, x: &Array, options: &ExecOptions) -> bool {
+        x.ndim() == 3 && self.single(x.dim(1)) && crate::kernels::enabled(options)
     }
 
     /// The fused projection to use for input `x` `[B, L, H]`, if any.

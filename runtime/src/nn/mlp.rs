@@ -59,7 +59,7 @@ impl Mlp {
             options,
         )?;
         let compiled = options.compiled_activations;
-        let a = if x.ndim() == 3 && composition.fused_kernels(x.dim(1), options) {
+        let a = if composition.fused_kernels(x, options) {
             let y = crate::kernels::geglu(&g, &u, crate::kernels::Gelu::Geglu)?;
             crate::kernels::compare("MLP geglu", options, std::slice::from_ref(&y), || {
                 Ok(vec![geglu(&g, &u, compiled)?])

@@ -294,7 +294,7 @@ pub fn attention_residual(
         let f = rms_norm(&h, Some(&w.pre_ffn_norm), m.eps)?;
         Ok((h, f))
     };
-    if h.ndim() == 3 && composition.fused_kernels(h.dim(1), &m.options) {
+    if composition.fused_kernels(h, &m.options) {
         let a = w
             .attn
             .o_proj
@@ -338,7 +338,7 @@ pub fn ffn_residual(
         let d = rms_norm(&raw, Some(&w.post_ffn_norm), m.eps)?;
         Ok(mlx_rs::ops::add(h, &d)?)
     };
-    if h.ndim() == 3 && composition.fused_kernels(h.dim(1), &m.options) {
+    if composition.fused_kernels(h, &m.options) {
         let (h_out, _) = kernels::residual(h, &raw, &w.post_ffn_norm, None, None, m.eps)?;
         kernels::compare(
             "feed-forward residual",
@@ -376,7 +376,7 @@ pub fn per_layer_raw(
     let compiled = m.options.compiled_activations;
     let reference =
         || -> Result<Array> { Ok(mlx_rs::ops::multiply(gelu_approx(&g, compiled)?, pli)?) };
-    let g = if h.ndim() == 3 && composition.fused_kernels(h.dim(1), &m.options) {
+    let g = if composition.fused_kernels(h, &m.options) {
         let y = kernels::geglu(&g, pli, kernels::Gelu::GeluThenMultiply)?;
         kernels::compare(
             "per-layer geglu",
@@ -412,7 +412,7 @@ pub fn layer_end(
             None => mlx_rs::ops::add(h, &d)?,
         })
     };
-    if h.ndim() == 3 && composition.fused_kernels(h.dim(1), &m.options) {
+    if composition.fused_kernels(h, &m.options) {
         let next = m.weights.layers.get(i + 1).map(|w| &w.input_norm);
         let (h_out, x) = kernels::residual(h, d, norm, scalar, next, m.eps)?;
         let out: Vec<Array> = std::iter::once(h_out).chain(x).collect();

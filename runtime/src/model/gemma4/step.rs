@@ -120,7 +120,7 @@ impl<'a> Step<'a> {
     ) -> Result<[Array; N]> {
         let normed = self.next_input.take().filter(|(layer, _)| *layer == i);
         let m = self.m;
-        if h.ndim() == 3 && Composition::SingleToken.fused_kernels(h.dim(1), &m.options) {
+        if Composition::SingleToken.fused_kernels(h, &m.options) {
             let x = match normed {
                 Some((_, x)) => x,
                 None => blocks::input_norm(m, &m.weights.layers[i], h)?,
