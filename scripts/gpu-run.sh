@@ -11,12 +11,15 @@
 #                                           real-shape 4-bit weights, each load-tested
 #                                           by scripts/bench-serve.py
 #
-# Results land in $OUT (the device tool's output folder) or ./gpu-out.
+# Results land in $OUT (the device tool's output folder) or ./gpu-out. For A/B runs of two
+# builds in one lease: BIN=DIR takes the binaries from DIR instead of .gpu/bin; for
+# bench, MLX_LM=none (or another Python) instead of python3 for mlx-lm's column, and
+# TAG=NAME writes bench-NAME.{txt,json} instead of bench-PRESET.*.
 set -euo pipefail
 prefix=/root/prefix
 out=${OUT:-gpu-out}
 mkdir -p "$out" /root/models
-bin=$(pwd)/.gpu/bin
+bin=${BIN:-$(pwd)/.gpu/bin}
 export LD_LIBRARY_PATH=$prefix/mlx/lib
 export PYTHONPATH=$prefix
 phase=${1:?usage: gpu-run.sh setup | bench PRESET [ARGS] | parity PRESET [ARGS] | serve PRESET}; shift
@@ -51,9 +54,10 @@ bench)
     "$bin/mlx-aot" synth --preset "$preset" --bits 4 --out "$dir"
     echo "synth $((SECONDS - start)) s" | tee "$out/synth-$preset.txt"
   fi
-  "$bin/mlx-aot" bench --model "$dir" --mlx-lm python3 --json "$out/bench-$preset.json" \
+  tag=${TAG:-$preset}
+  "$bin/mlx-aot" bench --model "$dir" --mlx-lm "${MLX_LM:-python3}" --json "$out/bench-$tag.json" \
     --machine "$(nvidia-smi --query-gpu=name --format=csv,noheader | head -1), MLX 0.32.2 CUDA" "$@" \
-    2>&1 | tee "$out/bench-$preset.txt"
+    2>&1 | tee "$out/bench-$tag.txt"
   ;;
 parity)
   preset=${1:?preset}; shift
