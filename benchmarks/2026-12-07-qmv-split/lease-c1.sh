@@ -2,7 +2,6 @@
 # have qmv-split.patch applied (the scripts' routing); /root/stash/bin-split and
 # bin-main hold the binaries (BENCHMARKS.md: how to carry them).
 set -x
-mkdir -p .gpu/bin && cp /root/stash/bin-split/* .gpu/bin/
 bash scripts/gpu-run.sh setup > $OUT/setup.txt 2>&1
 export LD_LIBRARY_PATH=/root/prefix/mlx/lib PYTHONPATH=/root/prefix
 (cd scripts && timeout 250 python3 fast-kernel-check.py --only qmv --quick --seeds 2 --n 100 --json $OUT/qmv-check.json) > $OUT/qmv-check.txt 2>&1
