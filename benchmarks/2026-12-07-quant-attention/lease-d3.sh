@@ -1,4 +1,5 @@
-# float KV: bin-qattn (split + shared attention body) vs bin-split vs bin-main, generated only.
+# float KV: bin-qattn (both patches) against bin-main (a83a01e): the generated code, and
+# bin-qattn's monolith.
 set -x
 a="gemma4-e4b --kv float --reps 3"
 BIN=/root/stash/bin-qattn TAG=qattn-float timeout 200 bash scripts/gpu-run.sh bench $a --impls generated,monolith > /dev/null
