@@ -541,17 +541,73 @@ fn deepseek_v3_2_matches_mlx_lm() {
     check_mla("deepseek-v3.2");
 }
 
-/// A model mlx-lm itself made (`reference/make_mla_model.py`: its own `Model` class,
-/// `quantize_model`, `save_model`), with a structure of its own that no preset has:
-/// dims that are not powers of two (nope 24 against v 32, q_lora 40), every other layer
-/// routed past the first, 3 groups of 2 experts keeping 2, no shared experts, weights not
+/// One model mlx-lm itself made (`reference/make_mlx_lm_model.py`: the `Model` class
+/// mlx-lm picks for `config`, its `quantize_model`, `save_model` and `save_config`), once
+/// per entry of `variants` (a tag and the script's weight flags): loaded by our loader,
+/// `rows` with `prompt` prefill positions then single-token decode steps on float
+/// caches, compiled functions on and off on both sides, byte for byte with mlx-lm.
+fn check_mlx_lm_made(
+    name: &str,
+    config: &serde_json::Value,
+    variants: &[(&str, &[&str])],
+    rows: &[Vec<u32>],
+    prompt: usize,
+) {
+    let env = python_env().expect("the Python reference environment");
+    let vocab = config["vocab_size"].as_u64().unwrap() as usize;
+    let scratch =
+        std::env::temp_dir().join(format!("mlx-aot-reference-{}-{name}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&scratch);
+    std::fs::create_dir_all(&scratch).unwrap();
+    let config_file = scratch.join("config.json");
+    std::fs::write(&config_file, config.to_string()).unwrap();
+    let rows: Vec<Vec<u32>> = rows
+        .iter()
+        .map(|r| r.iter().map(|t| t % vocab as u32).collect())
+        .collect();
+    for (tag, extra) in variants {
+        let dir = scratch.join(tag);
+        let mut args: Vec<std::ffi::OsString> = vec![
+            "--config".into(),
+            config_file.clone().into(),
+            "--out".into(),
+            dir.clone().into(),
+            "--seed".into(),
+            "3".into(),
+        ];
+        args.extend(extra.iter().map(Into::into));
+        env.run_script("make_mlx_lm_model.py", &args).unwrap();
+        for compiled in [true, false] {
+            let what = format!("mlx-lm-made {name} {tag}, compiled {compiled}");
+            let theirs = env
+                .run_logits(
+                    &LogitsRequest::new(&dir, rows.clone(), prompt)
+                        .kv(KvMode::Float)
+                        .no_compile(!compiled),
+                )
+                .unwrap();
+            assert_eq!(theirs.shape, [rows.len(), rows[0].len(), vocab]);
+            let ours = ours_walk(&dir, &rows, prompt, compiled);
+            assert_bits_equal(&what, &ours, &theirs.data, vocab);
+            eprintln!(
+                "{what}: bit-exact over {} positions x {} rows",
+                rows[0].len(),
+                rows.len()
+            );
+        }
+    }
+    let _ = std::fs::remove_dir_all(&scratch);
+}
+
+/// An MLA model mlx-lm made, with a structure of its own that no preset has: dims that
+/// are not powers of two (nope 24 against v 32, q_lora 40), every other layer routed past
+/// the first, 3 groups of 2 experts keeping 2, no shared experts, weights not
 /// normalized, YaRN with `mscale == mscale_all_dim != 1` (an attention scale, no input
 /// scale); float32 weights, and 4-bit group-32 weights (float32 scales) where mlx-lm's
-/// predicate quantizes (the rest stay float). Loaded by our loader, batch 2, 8 prefill + 12 decode positions
-/// across `index_topk` 12: byte for byte with mlx-lm.
+/// predicate quantizes (the rest stay float). Batch 2, 8 prefill + 12 decode positions
+/// across `index_topk` 12.
 #[test]
 fn a_model_mlx_lm_made_with_a_structure_of_its_own_matches_mlx_lm() {
-    let env = python_env().expect("the Python reference environment");
     let config = serde_json::json!({
         "model_type": "deepseek_v32", "vocab_size": 300, "hidden_size": 96,
         "num_hidden_layers": 5, "intermediate_size": 160, "moe_intermediate_size": 48,
@@ -566,54 +622,152 @@ fn a_model_mlx_lm_made_with_a_structure_of_its_own_matches_mlx_lm() {
                          "original_max_position_embeddings": 1024, "beta_fast": 32,
                          "beta_slow": 1}
     });
-    let scratch =
-        std::env::temp_dir().join(format!("mlx-aot-reference-{}-mla-own", std::process::id()));
-    let _ = std::fs::remove_dir_all(&scratch);
-    std::fs::create_dir_all(&scratch).unwrap();
-    let config_file = scratch.join("config.json");
-    std::fs::write(&config_file, config.to_string()).unwrap();
-    let (prompt, steps) = (8, 12);
-    let rows = vec![tokens(5, prompt + steps), tokens(6, prompt + steps)]
-        .into_iter()
-        .map(|r| r.into_iter().map(|t| t % 300).collect::<Vec<u32>>())
-        .collect::<Vec<_>>();
-    for (tag, extra) in [
-        ("f32", vec!["--dtype", "float32"]),
-        // float32 here too: the expert projections mlx-lm leaves float (48 inputs, not a
-        // multiple of 32) meet MLX's CPU gather_mm, which takes float32 only.
-        (
-            "q4",
-            vec!["--bits", "4", "--group-size", "32", "--dtype", "float32"],
-        ),
-    ] {
-        let dir = scratch.join(tag);
-        let mut args: Vec<std::ffi::OsString> = vec![
-            "--config".into(),
-            config_file.clone().into(),
-            "--out".into(),
-            dir.clone().into(),
-            "--seed".into(),
-            "3".into(),
-        ];
-        args.extend(extra.iter().map(Into::into));
-        env.run_script("make_mla_model.py", &args).unwrap();
-        for compiled in [true, false] {
-            let what = format!("mlx-lm-made deepseek_v32 {tag}, compiled {compiled}");
-            let theirs = env
-                .run_logits(
-                    &LogitsRequest::new(&dir, rows.clone(), prompt)
-                        .kv(KvMode::Float)
-                        .no_compile(!compiled),
-                )
-                .unwrap();
-            assert_eq!(theirs.shape, [2, prompt + steps, 300]);
-            let ours = ours_walk(&dir, &rows, prompt, compiled);
-            assert_bits_equal(&what, &ours, &theirs.data, 300);
-            eprintln!(
-                "{what}: bit-exact over {} positions x 2 rows",
-                prompt + steps
-            );
+    check_mlx_lm_made(
+        "deepseek_v32",
+        &config,
+        &[
+            ("f32", &["--dtype", "float32"]),
+            // float32 here too: the expert projections mlx-lm leaves float (48 inputs, not
+            // a multiple of 32) meet MLX's CPU gather_mm, which takes float32 only.
+            (
+                "q4",
+                &["--bits", "4", "--group-size", "32", "--dtype", "float32"],
+            ),
+        ],
+        &[tokens(5, 20), tokens(6, 20)],
+        8,
+    );
+}
+
+/// A Llama mlx-lm made with a structure of its own: head_dim 32 beside hidden 96 / 6
+/// heads, one KV head for six, an untied head, Llama 3 RoPE scaling, an intermediate
+/// size (136) that group 32 does not divide (mlx-lm leaves `down_proj` float); bf16, and
+/// mlx-lm's mixed 3/6-bit recipe (3-bit embeddings and projections, 6-bit `v_proj` on
+/// its chosen layers and the head: per-module entries in `quantization`).
+#[test]
+fn a_llama_mlx_lm_made_with_a_structure_of_its_own_matches_mlx_lm() {
+    let config = serde_json::json!({
+        "model_type": "llama", "vocab_size": 300, "hidden_size": 96, "num_hidden_layers": 5,
+        "intermediate_size": 136, "num_attention_heads": 6, "num_key_value_heads": 1,
+        "head_dim": 32, "rms_norm_eps": 1e-5, "rope_theta": 50000.0,
+        "max_position_embeddings": 2048, "tie_word_embeddings": false,
+        "rope_scaling": {"rope_type": "llama3", "factor": 8.0, "low_freq_factor": 1.0,
+                         "high_freq_factor": 4.0, "original_max_position_embeddings": 64}
+    });
+    check_mlx_lm_made(
+        "llama",
+        &config,
+        &[
+            ("bf16", &[]),
+            (
+                "mixed_3_6",
+                &["--recipe", "mixed_3_6", "--group-size", "32"],
+            ),
+        ],
+        &[tokens(7, 24), tokens(8, 24)],
+        10,
+    );
+}
+
+/// A Qwen3 mlx-lm made with a structure of its own: tied embeddings, head_dim 40 (q/k
+/// norms over 40), 4 heads on 2 KV heads, `rope_parameters` nested as transformers 5
+/// writes them; 8-bit group 64 where 64 divides the inputs (`o_proj`'s 160 does not: it
+/// stays float), and mlx-lm's mixed 4/6-bit recipe at group 32.
+#[test]
+fn a_qwen3_mlx_lm_made_with_a_structure_of_its_own_matches_mlx_lm() {
+    let config = serde_json::json!({
+        "model_type": "qwen3", "vocab_size": 320, "hidden_size": 64, "num_hidden_layers": 4,
+        "intermediate_size": 128, "num_attention_heads": 4, "num_key_value_heads": 2,
+        "head_dim": 40, "rms_norm_eps": 1e-6, "max_position_embeddings": 4096,
+        "tie_word_embeddings": true,
+        "rope_parameters": {"rope_type": "default", "rope_theta": 1000000.0}
+    });
+    check_mlx_lm_made(
+        "qwen3",
+        &config,
+        &[
+            ("q8", &["--bits", "8", "--group-size", "64"]),
+            (
+                "mixed_4_6",
+                &["--recipe", "mixed_4_6", "--group-size", "32"],
+            ),
+        ],
+        &[tokens(9, 22)],
+        12,
+    );
+}
+
+/// A Gemma 4 mlx-lm made (`gemma4_text`) with a structure of its own: six layers laid
+/// out sliding, full, sliding, sliding, full, sliding by `layer_types`, a window of 8
+/// (the 16-token prompt and the decode steps wrap it), the last two layers sharing KV,
+/// per-layer inputs of width 16, head dims 32 sliding / 64 full with two KV heads and
+/// one global one, keys as values on full layers, the double-wide MLP on the sharing
+/// layers; bf16 and 4-bit group 32. Every key whose default differs between mlx-lm and
+/// transformers is spelled out (our loader refuses a config that leaves one out, naming
+/// the key: gemma4.md §1).
+#[test]
+fn a_gemma4_mlx_lm_made_with_a_structure_of_its_own_matches_mlx_lm() {
+    let config = serde_json::json!({
+        "model_type": "gemma4_text", "vocab_size": 384, "vocab_size_per_layer_input": 384,
+        "hidden_size": 64, "num_hidden_layers": 6, "intermediate_size": 96,
+        "num_attention_heads": 2, "num_key_value_heads": 2, "num_global_key_value_heads": 1,
+        "head_dim": 32, "global_head_dim": 64, "num_kv_shared_layers": 2,
+        "hidden_size_per_layer_input": 16, "sliding_window": 8,
+        "layer_types": ["sliding_attention", "full_attention", "sliding_attention",
+                        "sliding_attention", "full_attention", "sliding_attention"],
+        "attention_k_eq_v": true, "max_position_embeddings": 4096,
+        "use_double_wide_mlp": true, "final_logit_softcapping": 30.0,
+        "enable_moe_block": false, "rms_norm_eps": 1e-6, "tie_word_embeddings": true,
+        "rope_parameters": {
+            "sliding_attention": {"rope_type": "default", "rope_theta": 10000.0},
+            "full_attention": {"rope_type": "proportional", "rope_theta": 1000000.0,
+                               "partial_rotary_factor": 0.25}
         }
-    }
-    let _ = std::fs::remove_dir_all(&scratch);
+    });
+    check_mlx_lm_made(
+        "gemma4_text",
+        &config,
+        &[
+            ("bf16", &[]),
+            ("q4", &["--bits", "4", "--group-size", "32"]),
+        ],
+        &[tokens(11, 28), tokens(12, 28)],
+        16,
+    );
+}
+
+/// A Gemma 4 with MoE blocks mlx-lm made (`gemma4_text`): four layers (full, sliding,
+/// sliding, full), 4 experts keeping 2 beside the dense MLP on every layer, no per-layer
+/// inputs, no KV sharing, keys as values with one global KV head, no logit softcap, an
+/// untied head; float32 (MLX's CPU `gather_mm` takes float32 only) and 4-bit group 32 in
+/// bf16 (every expert projection quantized: `gather_qmm`).
+#[test]
+fn a_gemma4_moe_mlx_lm_made_with_a_structure_of_its_own_matches_mlx_lm() {
+    let config = serde_json::json!({
+        "model_type": "gemma4_text", "vocab_size": 256, "hidden_size": 64,
+        "num_hidden_layers": 4, "intermediate_size": 64, "num_attention_heads": 4,
+        "num_key_value_heads": 2, "num_global_key_value_heads": 1, "head_dim": 16,
+        "global_head_dim": 32, "num_kv_shared_layers": 0, "hidden_size_per_layer_input": 0,
+        "sliding_window": 8, "attention_k_eq_v": true, "max_position_embeddings": 4096,
+        "layer_types": ["full_attention", "sliding_attention", "sliding_attention",
+                        "full_attention"],
+        "use_double_wide_mlp": false, "final_logit_softcapping": null,
+        "enable_moe_block": true, "num_experts": 4, "top_k_experts": 2,
+        "moe_intermediate_size": 32, "rms_norm_eps": 1e-6, "tie_word_embeddings": false,
+        "rope_parameters": {
+            "sliding_attention": {"rope_type": "default", "rope_theta": 10000.0},
+            "full_attention": {"rope_type": "proportional", "rope_theta": 1000000.0,
+                               "partial_rotary_factor": 0.5}
+        }
+    });
+    check_mlx_lm_made(
+        "gemma4_text_moe",
+        &config,
+        &[
+            ("f32", &["--dtype", "float32"]),
+            ("q4", &["--bits", "4", "--group-size", "32"]),
+        ],
+        &[tokens(13, 24), tokens(14, 24)],
+        12,
+    );
 }
