@@ -697,17 +697,9 @@ fn a_qwen3_mlx_lm_made_with_a_structure_of_its_own_matches_mlx_lm() {
     );
 }
 
-/// A Gemma 4 mlx-lm made (`gemma4_text`) with a structure of its own: six layers laid
-/// out sliding, full, sliding, sliding, full, sliding by `layer_types`, a window of 8
-/// (the 16-token prompt and the decode steps wrap it), the last two layers sharing KV,
-/// per-layer inputs of width 16, head dims 32 sliding / 64 full with two KV heads and
-/// one global one, keys as values on full layers, the double-wide MLP on the sharing
-/// layers; bf16 and 4-bit group 32. Every key whose default differs between mlx-lm and
-/// transformers is spelled out (our loader refuses a config that leaves one out, naming
-/// the key: gemma4.md §1).
-#[test]
-fn a_gemma4_mlx_lm_made_with_a_structure_of_its_own_matches_mlx_lm() {
-    let config = serde_json::json!({
+/// The text config of the Gemma 4 cases below.
+fn gemma4_own_text_config() -> serde_json::Value {
+    serde_json::json!({
         "model_type": "gemma4_text", "vocab_size": 384, "vocab_size_per_layer_input": 384,
         "hidden_size": 64, "num_hidden_layers": 6, "intermediate_size": 96,
         "num_attention_heads": 2, "num_key_value_heads": 2, "num_global_key_value_heads": 1,
@@ -723,7 +715,20 @@ fn a_gemma4_mlx_lm_made_with_a_structure_of_its_own_matches_mlx_lm() {
             "full_attention": {"rope_type": "proportional", "rope_theta": 1000000.0,
                                "partial_rotary_factor": 0.25}
         }
-    });
+    })
+}
+
+/// A Gemma 4 mlx-lm made (`gemma4_text`) with a structure of its own: six layers laid
+/// out sliding, full, sliding, sliding, full, sliding by `layer_types`, a window of 8
+/// (the 16-token prompt and the decode steps wrap it), the last two layers sharing KV,
+/// per-layer inputs of width 16, head dims 32 sliding / 64 full with two KV heads and
+/// one global one, keys as values on full layers, the double-wide MLP on the sharing
+/// layers; bf16 and 4-bit group 32. Every key whose default differs between mlx-lm and
+/// transformers is spelled out (our loader refuses a config that leaves one out, naming
+/// the key: gemma4.md §1).
+#[test]
+fn a_gemma4_mlx_lm_made_with_a_structure_of_its_own_matches_mlx_lm() {
+    let config = gemma4_own_text_config();
     check_mlx_lm_made(
         "gemma4_text",
         &config,
@@ -732,6 +737,25 @@ fn a_gemma4_mlx_lm_made_with_a_structure_of_its_own_matches_mlx_lm() {
             ("q4", &["--bits", "4", "--group-size", "32"]),
         ],
         &[tokens(11, 28), tokens(12, 28)],
+        16,
+    );
+}
+
+/// The Gemma 4 above inside mlx-lm's multimodal wrapper (`gemma4`: the text config
+/// nested in `text_config`, a top-level `vocab_size`, weights saved as
+/// `language_model.model.*`), 4-bit group 64.
+#[test]
+fn a_gemma4_in_mlx_lm_s_wrapper_matches_mlx_lm() {
+    let mut text = gemma4_own_text_config();
+    text.as_object_mut().unwrap().remove("model_type");
+    let config = serde_json::json!({
+        "model_type": "gemma4", "vocab_size": 384, "text_config": text
+    });
+    check_mlx_lm_made(
+        "gemma4_wrapped",
+        &config,
+        &[("q4", &["--bits", "4", "--group-size", "64"])],
+        &[tokens(15, 26)],
         16,
     );
 }
