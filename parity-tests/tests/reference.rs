@@ -640,7 +640,8 @@ fn a_model_mlx_lm_made_with_a_structure_of_its_own_matches_mlx_lm() {
 }
 
 /// A Llama mlx-lm made with a structure of its own: head_dim 32 beside hidden 96 / 6
-/// heads, one KV head for six, an untied head, Llama 3 RoPE scaling, an intermediate
+/// heads, one KV head for six, an untied head, Llama 3 RoPE scaling rotating adjacent
+/// pairs (`rope_traditional`), an intermediate
 /// size (136) that group 32 does not divide (mlx-lm leaves `down_proj` float); bf16, and
 /// mlx-lm's mixed 3/6-bit recipe (3-bit embeddings and projections, 6-bit `v_proj` on
 /// its chosen layers and the head: per-module entries in `quantization`).
@@ -651,6 +652,7 @@ fn a_llama_mlx_lm_made_with_a_structure_of_its_own_matches_mlx_lm() {
         "intermediate_size": 136, "num_attention_heads": 6, "num_key_value_heads": 1,
         "head_dim": 32, "rms_norm_eps": 1e-5, "rope_theta": 50000.0,
         "max_position_embeddings": 2048, "tie_word_embeddings": false,
+        "rope_traditional": true,
         "rope_scaling": {"rope_type": "llama3", "factor": 8.0, "low_freq_factor": 1.0,
                          "high_freq_factor": 4.0, "original_max_position_embeddings": 64}
     });
@@ -670,8 +672,8 @@ fn a_llama_mlx_lm_made_with_a_structure_of_its_own_matches_mlx_lm() {
 }
 
 /// A Qwen3 mlx-lm made with a structure of its own: tied embeddings, head_dim 40 (q/k
-/// norms over 40), 4 heads on 2 KV heads, `rope_parameters` nested as transformers 5
-/// writes them; 8-bit group 64 where 64 divides the inputs (`o_proj`'s 160 does not: it
+/// norms over 40), 4 heads on 2 KV heads, YaRN (factor 4, so an input scale of
+/// 1 + 0.1 ln 4) in `rope_parameters` nested as transformers 5 writes them; 8-bit group 64 where 64 divides the inputs (`o_proj`'s 160 does not: it
 /// stays float), and mlx-lm's mixed 4/6-bit recipe at group 32.
 #[test]
 fn a_qwen3_mlx_lm_made_with_a_structure_of_its_own_matches_mlx_lm() {
@@ -680,7 +682,8 @@ fn a_qwen3_mlx_lm_made_with_a_structure_of_its_own_matches_mlx_lm() {
         "intermediate_size": 128, "num_attention_heads": 4, "num_key_value_heads": 2,
         "head_dim": 40, "rms_norm_eps": 1e-6, "max_position_embeddings": 4096,
         "tie_word_embeddings": true,
-        "rope_parameters": {"rope_type": "default", "rope_theta": 1000000.0}
+        "rope_parameters": {"rope_type": "yarn", "rope_theta": 1000000.0, "factor": 4.0,
+                            "original_max_position_embeddings": 64}
     });
     check_mlx_lm_made(
         "qwen3",

@@ -72,13 +72,16 @@ pub enum Rope {
         /// The input scale (1 when the context is not extended past the original).
         mscale: f64,
     },
-    /// mlx-lm's `YarnRoPE` without an input scale (its `mscale / mscale_all_dim` ratio
-    /// is 1, as in DeepSeek-V3.2): `fast::rope` with the blended frequencies.
+    /// mlx-lm's `YarnRoPE`: the rotated dims times its input scale (the
+    /// `mscale / mscale_all_dim` ratio; skipped at 1, as in DeepSeek-V3.2), then
+    /// `fast::rope` with the blended frequencies.
     Yarn {
         /// Rotated dims (the first `dims` of the last axis).
         dims: i32,
         /// `dims / 2` frequencies.
         freqs: Array,
+        /// [`YarnScaling::input_scale`].
+        input_scale: f64,
     },
 }
 
@@ -271,7 +274,11 @@ impl Rope {
         )?;
         let freqs = mlx_rs::ops::divide(&numerator, &denominator)?;
         freqs.eval()?;
-        Ok(Rope::Yarn { dims: d, freqs })
+        Ok(Rope::Yarn {
+            dims: d,
+            freqs,
+            input_scale: s.input_scale(),
+        })
     }
 
     /// Rotates `x` (`[B, heads, L, D]`) for positions starting at `offset`: one start
@@ -302,9 +309,29 @@ impl Rope {
             };
         Ok(match self {
             Rope::Default { dims, base } => rotate(x, *dims, Some(*base), 1.0, None)?,
-            Rope::Proportional { dims, freqs }
-            | Rope::Llama3 { dims, freqs }
-            | Rope::Yarn { dims, freqs } => rotate(x, *dims, None, 1.0, Some(freqs))?,
+            Rope::Proportional { dims, freqs } | Rope::Llama3 { dims, freqs } => {
+                rotate(x, *dims, None, 1.0, Some(freqs))?
+            }
+            Rope::Yarn {
+                dims,
+                freqs,
+                input_scale,
+            } => {
+                let scaled;
+                let x = if *input_scale == 1.0 {
+                    x
+                } else if x.dim(-1) == *dims {
+                    // `x.at[..., :dims].multiply(s)` over the whole last axis.
+                    scaled = super::scalar::mul(x, *input_scale)?;
+                    &scaled
+                } else {
+                    return Err(crate::error::Error::Unsupported(format!(
+                        "YaRN's input scale over {dims} of {} dims",
+                        x.dim(-1)
+                    )));
+                };
+                rotate(x, *dims, None, 1.0, Some(freqs))?
+            }
             Rope::Linear { dims, base, scale } => rotate(x, *dims, Some(*base), *scale, None)?,
             Rope::LongRope {
                 dims,

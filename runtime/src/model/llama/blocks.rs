@@ -156,9 +156,22 @@ pub fn queries_keys_values(
     Ok((q, k, v))
 }
 
+/// A Llama-family model's RoPE and which pairs it rotates.
+#[derive(Debug, Clone)]
+pub struct Rotation {
+    /// The RoPE of every layer.
+    pub rope: Rope,
+    /// Adjacent pairs (`rope_traditional`) instead of halves.
+    pub traditional: bool,
+}
+
 /// RoPE at `offset` (one position per row in a batch of rows of different lengths).
-pub fn rope(rope: &Rope, x: &Array, offset: &RopeOffset) -> Result<Array> {
-    rope.apply_at(x, offset)
+pub fn rope(rotation: &Rotation, x: &Array, offset: &RopeOffset) -> Result<Array> {
+    if rotation.traditional {
+        rotation.rope.apply_interleaved_at(x, offset)
+    } else {
+        rotation.rope.apply_at(x, offset)
+    }
 }
 
 /// Attention with the model's `1/sqrt(D)` scale over float or quantized K/V (mlx-lm's

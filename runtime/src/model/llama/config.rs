@@ -12,7 +12,7 @@ use serde_json::{Value, json};
 use crate::config::{check_dim, read_num_layers};
 use crate::error::{Error, Result};
 use crate::json::{self, Obj};
-use crate::nn::rope::{Llama3Scaling, LongRopeScaling};
+use crate::nn::rope::{Llama3Scaling, LongRopeScaling, YarnScaling};
 use crate::quantization::QuantizationMap;
 
 /// Which mlx-lm model file computes the config.
@@ -93,6 +93,13 @@ pub enum LlamaRope {
         /// written config reads back the same).
         short_factor: Vec<f64>,
     },
+    /// mlx-lm's `YarnRoPE` (`rope_type: yarn`), its input scale included.
+    Yarn {
+        /// rope_theta.
+        theta: f64,
+        /// The scaling parameters.
+        scaling: YarnScaling,
+    },
 }
 
 impl LlamaRope {
@@ -102,7 +109,8 @@ impl LlamaRope {
             LlamaRope::Default { theta }
             | LlamaRope::Llama3 { theta, .. }
             | LlamaRope::Linear { theta, .. }
-            | LlamaRope::LongRope { theta, .. } => *theta,
+            | LlamaRope::LongRope { theta, .. }
+            | LlamaRope::Yarn { theta, .. } => *theta,
         }
     }
 }
@@ -132,6 +140,9 @@ pub struct LlamaConfig {
     pub minicpm: Option<MiniCpmScales>,
     /// The RoPE.
     pub rope: LlamaRope,
+    /// rope_traditional: RoPE rotates adjacent pairs instead of halves (llama and
+    /// minicpm read it; qwen3.py always rotates halves).
+    pub rope_traditional: bool,
     /// rms_norm_eps.
     pub rms_norm_eps: f64,
     /// vocab_size.
@@ -269,12 +280,12 @@ impl LlamaConfig {
                 return Err(c.err(key, "biased projections are not supported; expected false"));
             }
         }
-        if c.opt_bool("rope_traditional")? == Some(true) {
-            return Err(c.err(
-                "rope_traditional",
-                "only rotating halves is supported; expected false",
-            ));
-        }
+        let rope_traditional = match kind {
+            LlamaKind::Qwen3 => false,
+            LlamaKind::Llama | LlamaKind::MiniCpm => {
+                c.opt_bool("rope_traditional")?.unwrap_or(false)
+            }
+        };
         if let Some(types) = c.get_non_null("layer_types") {
             let all_full = types
                 .as_array()
@@ -328,6 +339,7 @@ impl LlamaConfig {
             qk_norm: qwen,
             minicpm,
             rope,
+            rope_traditional,
             rms_norm_eps,
             vocab_size,
             tie_word_embeddings,
@@ -362,6 +374,15 @@ impl LlamaConfig {
                 "original_max_position_embeddings":
                     scaling.original_max_position_embeddings as u64,
             }),
+            LlamaRope::Yarn { scaling: s, .. } => json!({
+                "rope_type": "yarn",
+                "factor": s.factor,
+                "original_max_position_embeddings": s.original_max_position_embeddings as u64,
+                "beta_fast": s.beta_fast,
+                "beta_slow": s.beta_slow,
+                "mscale": s.mscale,
+                "mscale_all_dim": s.mscale_all_dim,
+            }),
         };
         let theta = self.rope.theta();
         let mut out = json!({
@@ -378,6 +399,7 @@ impl LlamaConfig {
             "rms_norm_eps": self.rms_norm_eps,
             "rope_theta": theta,
             "rope_scaling": rope_scaling,
+            "rope_traditional": self.rope_traditional,
             "vocab_size": self.vocab_size,
             "tie_word_embeddings": self.tie_word_embeddings,
             "max_position_embeddings": self.max_position_embeddings,
@@ -401,6 +423,15 @@ fn positive_f64(o: &Obj<'_>, key: &str, default: Option<f64>) -> Result<f64> {
     };
     if !(v.is_finite() && v > 0.0) {
         return Err(o.err(key, format!("must be > 0, found {v}")));
+    }
+    Ok(v)
+}
+
+/// A finite number, `default` when absent or null.
+fn finite_f64(o: &Obj<'_>, key: &str, default: f64) -> Result<f64> {
+    let v = o.opt_f64(key)?.unwrap_or(default);
+    if !v.is_finite() {
+        return Err(o.err(key, format!("must be finite, found {v}")));
     }
     Ok(v)
 }
@@ -534,10 +565,27 @@ fn read_rope(
                 short_factor: factors("short_factor")?,
             })
         }
+        // mlx-lm's initialize_rope builds the same YarnRoPE for these spellings.
+        "yarn" | "deepseek_yarn" => Ok(LlamaRope::Yarn {
+            theta,
+            scaling: YarnScaling {
+                factor: positive_f64(&s, "factor", None)?,
+                original_max_position_embeddings: positions(
+                    &s,
+                    "original_max_position_embeddings",
+                    Some(4096.0),
+                )?,
+                beta_fast: positive_f64(&s, "beta_fast", Some(32.0))?,
+                beta_slow: positive_f64(&s, "beta_slow", Some(1.0))?,
+                mscale: finite_f64(&s, "mscale", 1.0)?,
+                mscale_all_dim: finite_f64(&s, "mscale_all_dim", 0.0)?,
+            },
+        }),
         other => Err(s.err(
             type_key,
             format!(
-                "expected \"default\", \"linear\", \"llama3\" or \"longrope\", found {other:?}"
+                "expected \"default\", \"linear\", \"llama3\", \"longrope\" or \"yarn\", \
+                 found {other:?}"
             ),
         )),
     }
@@ -609,6 +657,48 @@ mod tests {
     }
 
     #[test]
+    fn yarn_and_traditional_rope_read_as_mlx_lm_reads_them() {
+        let q = LlamaConfig::from_json_str(
+            "q",
+            &with(QWEN, |v| {
+                v["rope_scaling"] = serde_json::json!({
+                    "rope_type": "yarn", "factor": 4.0,
+                    "original_max_position_embeddings": 32768
+                });
+                // qwen3.py always rotates halves, whatever the config says.
+                v["rope_traditional"] = true.into();
+            }),
+        )
+        .unwrap();
+        let LlamaRope::Yarn { theta, scaling } = q.rope else {
+            panic!("{:?}", q.rope)
+        };
+        assert_eq!((theta, scaling.factor), (1e6, 4.0));
+        assert_eq!(
+            (
+                scaling.beta_fast,
+                scaling.beta_slow,
+                scaling.mscale,
+                scaling.mscale_all_dim
+            ),
+            (32.0, 1.0, 1.0, 0.0)
+        );
+        assert!((scaling.input_scale() - (0.1 * 4f64.ln() + 1.0)).abs() < 1e-15);
+        assert!(!q.rope_traditional);
+        let again = LlamaConfig::from_value("q", &q.to_json()).unwrap();
+        assert_eq!(again.rope, q.rope);
+        let l =
+            LlamaConfig::from_json_str("l", &with(LLAMA, |v| v["rope_traditional"] = true.into()))
+                .unwrap();
+        assert!(l.rope_traditional);
+        assert!(
+            LlamaConfig::from_value("l", &l.to_json())
+                .unwrap()
+                .rope_traditional
+        );
+    }
+
+    #[test]
     fn what_mlx_lm_computes_differently_is_an_error_naming_the_key() {
         let cases: Vec<(String, &str)> = vec![
             (
@@ -616,12 +706,18 @@ mod tests {
                 "c.json: `attention_bias`",
             ),
             (
-                with(LLAMA, |v| v["rope_traditional"] = true.into()),
-                "`rope_traditional`",
+                with(LLAMA, |v| v["rope_traditional"] = 1.into()),
+                "`rope_traditional`: expected true or false",
             ),
             (
-                with(LLAMA, |v| v["rope_scaling"]["rope_type"] = "yarn".into()),
-                "`rope_scaling.rope_type`: expected \"default\", \"linear\", \"llama3\" or \"longrope\"",
+                with(LLAMA, |v| v["rope_scaling"]["rope_type"] = "dynamic".into()),
+                "`rope_scaling.rope_type`: expected \"default\", \"linear\", \"llama3\", \"longrope\" or \"yarn\"",
+            ),
+            (
+                with(QWEN, |v| {
+                    v["rope_scaling"] = serde_json::json!({"rope_type": "yarn"});
+                }),
+                "`rope_scaling.factor`: missing",
             ),
             (
                 with(LLAMA, |v| v["num_key_value_heads"] = 5.into()),

@@ -178,7 +178,7 @@ impl ModelConfig for LlamaConfig {
                 "kv_heads": self.num_key_value_heads,
                 "head_dim": self.head_dim,
                 "qk_norm": self.qk_norm,
-                "rope": rope_phrase(&self.rope),
+                "rope": rope_phrase(&self.rope, self.rope_traditional),
                 "minicpm": self.minicpm.map(|m| json!({
                     "scale_emb": m.scale_emb,
                     "scale_depth": m.scale_depth,
@@ -201,7 +201,7 @@ impl ModelConfig for LlamaConfig {
                 self.head_dim,
                 if self.qk_norm { ", q/k norm" } else { "" },
                 self.vocab_size,
-                rope_phrase(&self.rope),
+                rope_phrase(&self.rope, self.rope_traditional),
                 match self.minicpm {
                     Some(m) => format!(
                         ", scales: embedding x{}, residuals x{:.6}, head input / {}",
@@ -253,9 +253,11 @@ impl FamilyModel for Llama {
     }
 }
 
-/// `rope theta 10000`, `llama3 rope theta 500000 factor 32`, ...
-fn rope_phrase(rope: &LlamaRope) -> String {
-    match rope {
+/// `rope theta 10000`, `llama3 rope theta 500000 factor 32`, ... (`, adjacent pairs`
+/// under `rope_traditional`).
+fn rope_phrase(rope: &LlamaRope, traditional: bool) -> String {
+    let pairs = if traditional { ", adjacent pairs" } else { "" };
+    let phrase = match rope {
         LlamaRope::Default { theta } => format!("rope theta {theta}"),
         LlamaRope::Llama3 { theta, scaling } => {
             format!("llama3 rope theta {theta} factor {}", scaling.factor)
@@ -266,5 +268,12 @@ fn rope_phrase(rope: &LlamaRope) -> String {
             scaling.original_max_position_embeddings,
             scaling.mscale()
         ),
-    }
+        LlamaRope::Yarn { theta, scaling } => format!(
+            "yarn rope theta {theta} factor {} (original {} positions, input scale {})",
+            scaling.factor,
+            scaling.original_max_position_embeddings,
+            scaling.input_scale()
+        ),
+    };
+    format!("{phrase}{pairs}")
 }

@@ -24,6 +24,7 @@ use crate::nn::Rope;
 use crate::nn::scaled::inv_sqrt_scale;
 use crate::options::ExecOptions;
 use crate::plan::{FamilyId, ModelPlan};
+use blocks::Rotation;
 use weights::LlamaWeights;
 
 /// A loaded Llama-family model: config, resolved plan, weights and load-time constants.
@@ -39,7 +40,7 @@ pub struct Llama {
     /// The weights.
     pub weights: LlamaWeights,
     /// The RoPE of every layer.
-    pub rope: Rope,
+    pub rope: Rotation,
     /// rms_norm_eps as the C float MLX receives.
     pub eps: f32,
     /// The attention scale `head_dim ** -0.5`.
@@ -75,6 +76,11 @@ impl Llama {
             LlamaRope::LongRope { theta, scaling, .. } => {
                 Rope::long_rope(config.head_dim, *theta, scaling)?
             }
+            LlamaRope::Yarn { theta, scaling } => Rope::yarn(config.head_dim, *theta, *scaling)?,
+        };
+        let rope = Rotation {
+            rope,
+            traditional: config.rope_traditional,
         };
         Ok(Llama {
             eps: config.rms_norm_eps as f32,
