@@ -798,3 +798,32 @@ fn a_gemma4_moe_mlx_lm_made_with_a_structure_of_its_own_matches_mlx_lm() {
         12,
     );
 }
+
+/// A MiniCPM mlx-lm made (`minicpm`) with scalings of its own (embeddings x 9, residuals
+/// x 1.2 / sqrt(layers), the head input / (hidden / 32)), 3 heads on 1 KV head, LongRoPE
+/// with per-pair factors past an original context of 16 (an input scale), and
+/// `rope_traditional` set, which mlx-lm's LongRoPE ignores (it always rotates halves);
+/// bf16 and 4-bit group 32.
+#[test]
+fn a_minicpm_mlx_lm_made_with_a_structure_of_its_own_matches_mlx_lm() {
+    let pairs: Vec<f64> = (0..16).map(|i| 1.0 + i as f64 * 0.25).collect();
+    let config = serde_json::json!({
+        "model_type": "minicpm", "vocab_size": 288, "hidden_size": 96, "dim_model_base": 32,
+        "num_hidden_layers": 3, "intermediate_size": 160, "num_attention_heads": 3,
+        "num_key_value_heads": 1, "rms_norm_eps": 1e-5, "scale_depth": 1.2, "scale_emb": 9,
+        "max_position_embeddings": 64, "rope_theta": 10000.0, "rope_traditional": true,
+        "tie_word_embeddings": false,
+        "rope_scaling": {"rope_type": "longrope", "long_factor": pairs, "short_factor": pairs,
+                         "original_max_position_embeddings": 16}
+    });
+    check_mlx_lm_made(
+        "minicpm",
+        &config,
+        &[
+            ("bf16", &[]),
+            ("q4", &["--bits", "4", "--group-size", "32"]),
+        ],
+        &[tokens(17, 24), tokens(18, 24)],
+        10,
+    );
+}

@@ -103,6 +103,12 @@ pub enum LlamaRope {
 }
 
 impl LlamaRope {
+    /// Whether `rope_traditional` reaches the rotation: mlx-lm's `SuScaledRoPE`
+    /// (longrope) always rotates halves; every other kind passes the flag on.
+    pub fn takes_traditional(&self) -> bool {
+        !matches!(self, LlamaRope::LongRope { .. })
+    }
+
     /// rope_theta.
     pub fn theta(&self) -> f64 {
         match self {
