@@ -726,7 +726,7 @@ fn gemma4_own_text_config() -> serde_json::Value {
 /// (the 16-token prompt and the decode steps wrap it), the last two layers sharing KV,
 /// per-layer inputs of width 16, head dims 32 sliding / 64 full with two KV heads and
 /// one global one, keys as values on full layers, the double-wide MLP on the sharing
-/// layers; bf16 and 4-bit group 32. Every key whose default differs between mlx-lm and
+/// layers; bf16, 4-bit group 32 and mlx-lm's mixed 3/6-bit recipe. Every key whose default differs between mlx-lm and
 /// transformers is spelled out (our loader refuses a config that leaves one out, naming
 /// the key: gemma4.md §1).
 #[test]
@@ -738,6 +738,10 @@ fn a_gemma4_mlx_lm_made_with_a_structure_of_its_own_matches_mlx_lm() {
         &[
             ("bf16", &[]),
             ("q4", &["--bits", "4", "--group-size", "32"]),
+            (
+                "mixed_3_6",
+                &["--recipe", "mixed_3_6", "--group-size", "32"],
+            ),
         ],
         &[tokens(11, 28), tokens(12, 28)],
         16,
