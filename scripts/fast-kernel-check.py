@@ -1,6 +1,6 @@
 """Do the `fast` numerics profile's kernels (runtime/src/kernels/fast.rs: decode
-attention, quantized matrix-vector products) compute what they should, how close to
-MLX's arithmetic, and at what cost?
+attention over float and quantized caches, quantized matrix-vector products) compute
+what they should, how close to MLX's arithmetic, and at what cost?
 
 Runs each kernel through `mx.fast.cuda_kernel` (the source and template parameters the
 Rust runtime uses) on seeded inputs at the presets' decode shapes, and compares it with
@@ -42,6 +42,14 @@ SPLIT = mx.fast.cuda_kernel(
     source=compact(read("decode_attention.cu")),
     ensure_row_contiguous=False,
 )
+QSPLIT = mx.fast.cuda_kernel(
+    name="mlx_aot_decode_attention_quant",
+    input_names=["q", "k", "k_scales", "k_biases", "v", "v_scales", "v_biases"],
+    output_names=["part"],
+    source=compact(read("decode_attention.cu")),
+    header="#define AOT_KV_QUANT 1\n",
+    ensure_row_contiguous=False,
+)
 MERGE = mx.fast.cuda_kernel(
     name="mlx_aot_decode_attention_merge",
     input_names=["part"],
@@ -60,21 +68,29 @@ def splits(heads, rows):
     return min(max((rows + 31) // 32, 1), most)
 
 
-def ours(q, k, v, scale):
+def ours(q, k, v, scale, quant=None):
+    """The runtime's two launches; `k` and `v` are (packed, scales, biases) triples when
+    `quant` is (bits, group)."""
     b, h, _, d = q.shape
-    rows = k.shape[2]
+    packed = k[0] if quant else k
+    rows = packed.shape[2]
     s = splits(b * h, rows)
     block = WARPS * 32
-    part = SPLIT(
-        inputs=[q, k, v],
-        template=[
-            ("T", q.dtype),
-            ("D", d),
-            ("HEADS", h),
-            ("KV_HEADS", k.shape[1]),
-            ("WARPS", WARPS),
-            ("SCALE_BITS", f32_bits(scale)),
-        ],
+    template = [
+        ("T", q.dtype),
+        ("D", d),
+        ("HEADS", h),
+        ("KV_HEADS", packed.shape[1]),
+        ("WARPS", WARPS),
+        ("SCALE_BITS", f32_bits(scale)),
+    ]
+    kernel, ins = SPLIT, [q, k, v]
+    if quant:
+        kernel, ins = QSPLIT, [q, *k, *v]
+        template += [("BITS", quant[0]), ("QGROUP", quant[1])]
+    part = kernel(
+        inputs=ins,
+        template=template,
         grid=(b * h * s * block, 1, 1),
         threadgroup=(block, 1, 1),
         output_shapes=[(b * h, s, d + 2)],
@@ -112,6 +128,14 @@ def rows_per_warp(outs):
     return 4 if outs >= 32768 else 2 if outs >= 2048 else 1
 
 
+def qmv_split(outs, k, per_warp):
+    """runtime/src/kernels/fast.rs, qmv_split."""
+    warps, split = (outs + per_warp - 1) // per_warp, 1
+    while split < QMV_WARPS and warps * split < 4096 and k >= 1024 * split * 2:
+        split *= 2
+    return split
+
+
 def qmv(x, w, scales, biases, bits, group, mode="plain", g=None):
     k = x.shape[-1]
     parts = 2 if mode in ("geglu", "swiglu") else 1
@@ -119,10 +143,12 @@ def qmv(x, w, scales, biases, bits, group, mode="plain", g=None):
     rows = x.size // k
     block = QMV_WARPS * 32
     r = rows_per_warp(n)
+    split = qmv_split(n, k, r)
     return QMV[mode](
         inputs=[x, w, scales, biases] + ([g] if g is not None else []),
-        template=[("T", x.dtype), ("BITS", bits), ("GROUP", group), ("K", k), ("M", rows), ("R", r)],
-        grid=(((n + r - 1) // r + QMV_WARPS - 1) // QMV_WARPS * block, 1, 1),
+        template=[("T", x.dtype), ("BITS", bits), ("GROUP", group), ("K", k), ("M", rows), ("R", r),
+                  ("SPLIT", split)],
+        grid=(((n + r - 1) // r * split + QMV_WARPS - 1) // QMV_WARPS * block, 1, 1),
         threadgroup=(block, 1, 1),
         output_shapes=[x.shape[:-1] + (n,)],
         output_dtypes=[x.dtype],
@@ -183,6 +209,34 @@ def mlx(q, k, v, scale):
     return mx.fast.scaled_dot_product_attention(q, k, v, scale=scale)
 
 
+def dequantized_f32(t, bits, group):
+    """A cache triple's values as f32, from f32 scales and biases (no 16-bit rounding)."""
+    w, sc, bi = t
+    return mx.dequantize(w, sc.astype(mx.float32), bi.astype(mx.float32), group_size=group, bits=bits)
+
+
+def exact_quant(q, kt, vt, scale, bits, group):
+    return exact(q, dequantized_f32(kt, bits, group), dequantized_f32(vt, bits, group), scale)
+
+
+def mlx_quant(q, kt, vt, scale, bits, group):
+    """The `mlx` profile on CUDA (runtime/src/nn/attention.rs, sdpa_quantized_reference):
+    q * scale, each triple dequantized to the 16-bit dtype, matmul, precise softmax, matmul."""
+    b, h, _, d = q.shape
+    hkv = kt[0].shape[1]
+    k = mx.dequantize(*kt, group_size=group, bits=bits)[:, :, None]
+    v = mx.dequantize(*vt, group_size=group, bits=bits)[:, :, None]
+    qs = (q * scale).reshape(b, hkv, h // hkv, 1, d)
+    p = mx.softmax(qs @ k.swapaxes(-1, -2), axis=-1, precise=True)
+    return (p @ v).reshape(b, h, 1, d)
+
+
+def passes(args, ours_err, mlx_err):
+    """A case's verdict from its relative errors to exact: under --tol, and at most
+    --factor times MLX's own plus 1e-5 of slack."""
+    return ours_err < args.tol and ours_err <= args.factor * mlx_err + 1e-5
+
+
 def rel(a, b):
     a = a.astype(mx.float32)
     b = b.astype(mx.float32)
@@ -216,6 +270,73 @@ def inputs(seed, batch, h, hkv, d, rows, strided):
     return q, k, v
 
 
+def quant_inputs(seed, batch, h, hkv, d, rows, strided, bits, group):
+    """As `inputs`, with K and V quantized along D the way the caches store them."""
+    q, k, v = inputs(seed, batch, h, hkv, d, rows + (37 if strided else 0), False)
+    kt, vt = mx.quantize(k, group_size=group, bits=bits), mx.quantize(v, group_size=group, bits=bits)
+    if strided:
+        kt, vt = tuple(a[:, :, :rows] for a in kt), tuple(a[:, :, :rows] for a in vt)
+    mx.eval(kt, vt)
+    return q, kt, vt
+
+
+# (label, heads, kv_heads, head dim, scale, [(bits, group)]): the quantized presets'
+# single-token shapes (Gemma 4's, and Llama/Qwen3 at head dims 64 and 128).
+QUANT_SHAPES = [
+    ("e4b sliding", 8, 2, 256, 1.0, [(4, 64), (8, 64), (4, 32), (8, 128)]),
+    ("e4b full", 8, 2, 512, 1.0, [(4, 64), (8, 64)]),
+    ("26b-a4b full (K=V)", 16, 2, 512, 1.0, [(8, 64)]),
+    ("llama-3.2-1b", 32, 8, 64, 0.125, [(4, 64), (8, 64), (4, 32)]),
+    ("qwen3/llama-8b", 32, 8, 128, 128 ** -0.5, [(4, 64), (8, 64), (4, 128)]),
+]
+QUANT_ROWS = [1, 7, 33, 511, 513, 1000, 4096]
+
+
+def check_quant_attention(args, results):
+    failed = 0
+    print("| quantized K/V | bits | group | batch | rows | view | ours vs exact | MLX ops vs exact | ok |")
+    print("|---|---:|---:|---:|---:|---|---:|---:|---|")
+    for label, h, hkv, d, scale, specs in QUANT_SHAPES:
+        for bits, group in specs:
+            for batch in (1, 2):
+                for rows in QUANT_ROWS:
+                    for strided in (False, True):
+                        if strided and rows not in (7, 1000):
+                            continue
+                        worst = [0.0, 0.0]
+                        for seed in range(args.seeds):
+                            q, kt, vt = quant_inputs(seed, batch, h, hkv, d, rows, strided, bits, group)
+                            e = exact_quant(q, kt, vt, scale, bits, group)
+                            o = ours(q, kt, vt, scale, (bits, group))
+                            m = mlx_quant(q, kt, vt, scale, bits, group)
+                            worst = [max(worst[0], rel(o, e)), max(worst[1], rel(m, e))]
+                        ok = passes(args, worst[0], worst[1])
+                        failed += not ok
+                        results["correctness"].append(dict(kernel="quantized attention", shape=label, bits=bits,
+                                                           group=group, batch=batch, rows=rows, strided=strided,
+                                                           ours_vs_exact=worst[0], mlx_vs_exact=worst[1], ok=ok))
+                        print(f"| {label} | {bits} | {group} | {batch} | {rows} | {'slice' if strided else 'whole'} | "
+                              f"{worst[0]:.2e} | {worst[1]:.2e} | {'yes' if ok else 'NO'} |", flush=True)
+    print()
+    print("| quantized K/V | bits | rows | ours submit us | ours total us | MLX ops submit us | MLX ops total us |")
+    print("|---|---:|---:|---:|---:|---:|---:|")
+    for label, h, hkv, d, scale, specs in QUANT_SHAPES:
+        bits, group = specs[0]
+        for rows in (512, 4096):
+            q, kt, vt = quant_inputs(0, 1, h, hkv, d, rows, True, bits, group)
+            n = args.n
+            s_o, t_o = timed(chain(lambda x: ours(x, kt, vt, scale, (bits, group)), q, n), args.reps)
+            s_m, t_m = timed(chain(lambda x: mlx_quant(x, kt, vt, scale, bits, group), q, n), args.reps)
+            row = dict(kernel="quantized attention", shape=label, bits=bits, rows=rows,
+                       ours_submit_us=s_o / n * 1e6, ours_total_us=t_o / n * 1e6,
+                       mlx_submit_us=s_m / n * 1e6, mlx_total_us=t_m / n * 1e6)
+            results["timing"].append(row)
+            print(f"| {label} | {bits} | {rows} | {row['ours_submit_us']:.2f} | {row['ours_total_us']:.2f} | "
+                  f"{row['mlx_submit_us']:.2f} | {row['mlx_total_us']:.2f} |", flush=True)
+    print()
+    return failed
+
+
 def check_attention(args, results):
     failed = 0
     print("| shape | batch | rows | view | ours vs exact (max of seeds) | MLX vs exact | ours vs MLX | ok |")
@@ -234,7 +355,7 @@ def check_attention(args, results):
                         m = mlx(q, k, v, scale)
                         errs = [rel(o, e), rel(m, e), rel(o, m)]
                         worst = [max(a, b) for a, b in zip(worst, errs)]
-                    ok = worst[0] < args.tol and worst[0] <= args.factor * worst[1] + 1e-5
+                    ok = passes(args, worst[0], worst[1])
                     failed += not ok
                     row = dict(shape=label, batch=batch, rows=rows, strided=strided,
                                ours_vs_exact=worst[0], mlx_vs_exact=worst[1],
@@ -271,7 +392,10 @@ def check_qmv(args, results):
              (2816, 704, "plain"), (2560, 20480, "geglu"), (2560, 256, "gelu_times"),
              (2048, 16384, "swiglu"),
              # A row's last units short of a warp's pass; a warp's last features past the end.
-             (288, 100, "plain"), (2560, 2051, "plain")]
+             (288, 100, "plain"), (2560, 2051, "plain"),
+             # K split over 4 warps (fast.rs, qmv_split): a feature set past the end, whole
+             # groups of warps past it, SwiGLU's two parts, the per-layer gate's g.
+             (10240, 2050, "plain"), (8192, 4096, "swiglu"), (6144, 300, "gelu_times")]
     for k, n, mode in cases:
         combos = ((4, 64), (8, 64)) if args.quick else ((4, 64), (4, 32), (4, 128), (8, 64))
         for bits, group in combos:
@@ -288,7 +412,7 @@ def check_qmv(args, results):
                     o = qmv(x, w, sc, bi, bits, group, mode, g)
                     m = mlx_qmv(x, w, sc, bi, bits, group, mode, g)
                     worst = [max(worst[0], rel(o, e)), max(worst[1], rel(m, e))]
-                ok = worst[0] < args.tol and worst[0] <= args.factor * worst[1] + 1e-5
+                ok = passes(args, worst[0], worst[1])
                 failed += not ok
                 results["correctness"].append(dict(kernel="qmv", epilogue=mode, k=k, n=n, bits=bits,
                                                    group=group, rows=rows, ours_vs_exact=worst[0],
@@ -352,7 +476,7 @@ def main():
     ap.add_argument("--tol", type=float, default=1e-2)
     ap.add_argument("--factor", type=float, default=2.0)
     ap.add_argument("--json", default="fast-kernel-check.json")
-    ap.add_argument("--only", choices=["all", "attention", "qmv"], default="all")
+    ap.add_argument("--only", choices=["all", "attention", "quant-attention", "qmv"], default="all")
     ap.add_argument("--quick", action="store_true", help="fewer quantized matvec cases")
     args = ap.parse_args()
 
@@ -363,6 +487,8 @@ def main():
         time_qmv(args, results)
     if args.only in ("all", "attention"):
         failed += check_attention(args, results)
+    if args.only in ("all", "quant-attention"):
+        failed += check_quant_attention(args, results)
     if args.only in ("all", "qmv"):
         failed += check_qmv(args, results)
     results["failed"] = failed

@@ -1,6 +1,6 @@
-"""Compile the `fast` profile's CUDA kernels (runtime/kernels: qmv.cu, decode_attention.cu,
-decode_attention_merge.cu) on a machine without a GPU, before a lease spends device time
-on a compile error.
+"""Compile the `fast` profile's CUDA kernels (runtime/kernels: qmv.cu, decode_attention.cu
+over float and quantized caches, decode_attention_merge.cu) on a machine without a GPU,
+before a lease spends device time on a compile error.
 
 NVRTC compiles to PTX with no device present. The script wraps each body the way MLX
 0.32.2's `fast::cuda_kernel` does (template parameters as `constexpr`/`using` lines, one
@@ -93,25 +93,34 @@ def qmv_cases():
     the e4b's widths, 1 and 8 rows, and every rows-per-warp, in bf16 and f16."""
     body = compact(open(os.path.join(KERNELS, "qmv.cu")).read())
     for t, bits, group, mode in itertools.product(("bf16", "f16"), (4, 8), (32, 64, 128), (0, 1, 2, 3)):
-        for k, m, r in ((2560, 1, 2), (10240, 8, 4), (256, 3, 1)):
+        for k, m, r, split in ((2560, 1, 2, 1), (10240, 8, 4, 1), (256, 3, 1, 1), (10240, 1, 2, 4),
+                               (10240, 8, 4, 8), (4096, 3, 1, 2)):
             if k % group:
                 continue
             inputs = [("x", CUDA_TYPES[t]), ("w", "uint32_t"), ("scales", CUDA_TYPES[t]),
                       ("biases", CUDA_TYPES[t])] + ([("g", CUDA_TYPES[t])] if mode == 2 else [])
-            consts = dict(T=CUDA_TYPES[t], BITS=bits, GROUP=group, K=k, M=m, R=r)
-            yield (f"qmv mode {mode} {t} {bits}-bit g{group} K {k} M {m} R {r}", "mlx_aot_qmv", body,
+            consts = dict(T=CUDA_TYPES[t], BITS=bits, GROUP=group, K=k, M=m, R=r, SPLIT=split)
+            yield (f"qmv mode {mode} {t} {bits}-bit g{group} K {k} M {m} R {r} SPLIT {split}", "mlx_aot_qmv", body,
                    inputs, [("out", "T")], consts, {"AOT_QMV_MODE": mode})
 
 
 def attention_cases():
-    """runtime/src/kernels/fast.rs, decode_attention: head dims 256 and 512."""
+    """runtime/src/kernels/fast.rs, decode_attention (float K/V: head dims 256 and 512) and
+    decode_attention_quantized (4- and 8-bit triples, every group: head dims 64 to 512)."""
     split = compact(open(os.path.join(KERNELS, "decode_attention.cu")).read())
     merge = compact(open(os.path.join(KERNELS, "decode_attention_merge.cu")).read())
-    for t, d in itertools.product(("bf16", "f16"), (256, 512)):
+    for t, d in itertools.product(("bf16", "f16"), (64, 128, 256, 512)):
         ty = CUDA_TYPES[t]
-        yield (f"decode attention {t} D {d}", "mlx_aot_decode_attention", split,
-               [("q", ty), ("k", ty), ("v", ty)], [("part", "float")],
-               dict(T=ty, D=d, HEADS=8, KV_HEADS=2, WARPS=4, SCALE_BITS=0x3d800000), {})
+        consts = dict(T=ty, D=d, HEADS=8, KV_HEADS=2, WARPS=4, SCALE_BITS=0x3d800000)
+        if d >= 256:
+            yield (f"decode attention {t} D {d}", "mlx_aot_decode_attention", split,
+                   [("q", ty), ("k", ty), ("v", ty)], [("part", "float")], consts, {})
+        for bits, group in itertools.product((4, 8), (32, 64, 128)):
+            triple = [("k", "uint32_t"), ("k_scales", ty), ("k_biases", ty),
+                      ("v", "uint32_t"), ("v_scales", ty), ("v_biases", ty)]
+            yield (f"decode attention {t} D {d} {bits}-bit g{group}", "mlx_aot_decode_attention_quant",
+                   split, [("q", ty)] + triple, [("part", "float")],
+                   dict(consts, BITS=bits, QGROUP=group), {"AOT_KV_QUANT": 1})
         yield (f"decode attention merge {t} D {d}", "mlx_aot_decode_attention_merge", merge,
                [("part", "float")], [("out", ty)], dict(T=ty, D=d), {})
 

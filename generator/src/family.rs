@@ -272,7 +272,14 @@ impl FamilyCode for Gemma4Code {
             )?),
             Some(spec) => {
                 let spec = quant_spec(spec);
-                quote!(sdpa_quantized(&q, #keys, #values, #spec, s.mask(#mask))?)
+                quote!(sdpa_quantized(
+                    &q,
+                    #keys,
+                    #values,
+                    #spec,
+                    s.mask(#mask),
+                    &m.options
+                )?)
             }
         }
     }
@@ -417,7 +424,15 @@ impl FamilyCode for LlamaCode {
             None => quote!(sdpa_scaled(&q, #keys, #values, m.scale, s.mask(#mask))?),
             Some(spec) => {
                 let spec = quant_spec(spec);
-                quote!(sdpa_quantized_scaled(&q, #keys, #values, #spec, m.scale, s.mask(#mask))?)
+                quote!(sdpa_quantized_scaled(
+                    &q,
+                    #keys,
+                    #values,
+                    #spec,
+                    m.scale,
+                    s.mask(#mask),
+                    &m.options
+                )?)
             }
         }
     }

@@ -8,11 +8,15 @@
 //   2: gelu_approx(y) * g, g [M, rows] (Gemma 4's per-layer-input gate);
 //   3: silu(y[gate]) * y[up] (SwiGLU).
 //
-// One warp per R output features (two weight rows each in modes 1 and 3). The unit of
-// work is 8 consecutive values (one word at 4 bits, two at 8; 16 bytes of x): lane l
-// takes units l, l + 32, ..., so a warp's loads of a row and of x are contiguous
+// SPLIT warps (1, 2, 4 or 8, consecutive in a block) per R output features (two weight
+// rows each in modes 1 and 3). The unit of work is 8 consecutive values (one word at 4
+// bits, two at 8; 16 bytes of x): lane l of the group's warp s takes units
+// l + 32 s, l + 32 (s + SPLIT), ..., so a warp's loads of a row and of x are contiguous
 // (one 128-byte line of 4-bit weights, 512 bytes of x). A lane issues BATCH units' loads
-// of every row before their arithmetic, for bytes in flight.
+// of every row before their arithmetic, for bytes in flight. With SPLIT > 1 (narrow
+// outputs over a long K, where one warp per feature set leaves the GPU short of warps)
+// each warp's sum goes through shared memory and the group's first warp adds them in
+// warp order, so the result does not depend on scheduling.
 //
 // Dequantizing without int-to-float conversions: a value q of BITS bits placed in the
 // top of an f32 mantissa of 1.0 reads as f = 1 + q / 2^BITS, exactly, so over a unit
@@ -27,7 +31,7 @@ constexpr int PARTS = 1;
 constexpr int PER_WORD = 32 / BITS;
 constexpr int UNIT_WORDS = 8 / PER_WORD;
 constexpr int UNITS = K / 8;
-constexpr int ITERS = (UNITS + 31) / 32;
+constexpr int ITERS = (UNITS + 32 * SPLIT - 1) / (32 * SPLIT);
 constexpr int BATCH_MAX = 16 / (R * PARTS) > 0 ? 16 / (R * PARTS) : 1;
 constexpr int BATCH = ITERS < BATCH_MAX ? ITERS : BATCH_MAX;
 constexpr int GROUPS = K / GROUP;
@@ -39,11 +43,16 @@ constexpr float SCALE = static_cast<float>(1 << BITS);
 static_assert(BITS == 4 || BITS == 8, "4- or 8-bit weights");
 static_assert(K % 8 == 0, "a row must fill whole units");
 static_assert(GROUP % 8 == 0, "a unit must lie in one group");
+static_assert(SPLIT == 1 || SPLIT == 2 || SPLIT == 4 || SPLIT == 8, "1, 2, 4 or 8 warps a feature set");
 
 const int outs = w_shape[0] / PARTS;
-const int n0 = (blockIdx.x * (blockDim.x / 32) + threadIdx.x / 32) * R;
+const int warp = blockIdx.x * (blockDim.x / 32) + threadIdx.x / 32;
+const int n0 = warp / SPLIT * R;
+const int s = warp % SPLIT;
 const int lane = threadIdx.x % 32;
-if (n0 >= outs) {
+// A split group's warps meet at a barrier, so past the end they run empty instead.
+const bool live = n0 < outs;
+if (SPLIT == 1 && !live) {
   return;
 }
 const bool x_aligned = (reinterpret_cast<unsigned long long>(x) % 16) == 0;
@@ -53,7 +62,7 @@ for (int r = 0; r < R; ++r) {
 #pragma unroll
   for (int p = 0; p < PARTS; ++p) {
     // A warp's last features past the end read the first one's row (never written).
-    const int n = n0 + r < outs ? n0 + r : n0;
+    const int n = n0 + r < outs ? n0 + r : live ? n0 : 0;
     rows[r][p] = n + static_cast<int64_t>(p) * outs;
   }
 }
@@ -69,7 +78,7 @@ for (int r = 0; r < R; ++r) {
   }
 }
 #pragma unroll 1
-for (int b0 = 0; b0 < ITERS; b0 += BATCH) {
+for (int b0 = 0; live && b0 < ITERS; b0 += BATCH) {
   uint32_t wv[R][PARTS][BATCH][UNIT_WORDS];
   float sv[R][PARTS][BATCH];
   float bv[R][PARTS][BATCH];
@@ -79,7 +88,7 @@ for (int b0 = 0; b0 < ITERS; b0 += BATCH) {
     for (int p = 0; p < PARTS; ++p) {
 #pragma unroll
       for (int i = 0; i < BATCH; ++i) {
-        const int u = lane + 32 * (b0 + i);
+        const int u = lane + 32 * (s + SPLIT * (b0 + i));
         const bool in = b0 + i < ITERS && u < UNITS;
         const int64_t row = rows[r][p];
 #pragma unroll
@@ -94,7 +103,7 @@ for (int b0 = 0; b0 < ITERS; b0 += BATCH) {
   }
 #pragma unroll
   for (int i = 0; i < BATCH; ++i) {
-    const int u = lane + 32 * (b0 + i);
+    const int u = lane + 32 * (s + SPLIT * (b0 + i));
     if (b0 + i < ITERS && u < UNITS) {
 #pragma unroll
       for (int m = 0; m < M; ++m) {
@@ -138,6 +147,60 @@ for (int b0 = 0; b0 < ITERS; b0 += BATCH) {
     }
   }
 }
+// The warp's sums, then (SPLIT > 1) the group's, in warp order.
+float tot[R][PARTS][M];
+#pragma unroll
+for (int r = 0; r < R; ++r) {
+#pragma unroll
+  for (int p = 0; p < PARTS; ++p) {
+#pragma unroll
+    for (int m = 0; m < M; ++m) {
+      float v = acc[r][p][m];
+#pragma unroll
+      for (int o = 16; o > 0; o /= 2) {
+        v += __shfl_xor_sync(0xffffffff, v, o);
+      }
+      tot[r][p][m] = v;
+    }
+  }
+}
+if (SPLIT > 1) {
+  __shared__ float part[32][R * PARTS * M];
+  const int at = threadIdx.x / 32;
+  if (lane == 0) {
+#pragma unroll
+    for (int r = 0; r < R; ++r) {
+#pragma unroll
+      for (int p = 0; p < PARTS; ++p) {
+#pragma unroll
+        for (int m = 0; m < M; ++m) {
+          part[at][(r * PARTS + p) * M + m] = tot[r][p][m];
+        }
+      }
+    }
+  }
+  __syncthreads();
+  if (s != 0) {
+    return;
+  }
+#pragma unroll
+  for (int r = 0; r < R; ++r) {
+#pragma unroll
+    for (int p = 0; p < PARTS; ++p) {
+#pragma unroll
+      for (int m = 0; m < M; ++m) {
+        float v = part[at][(r * PARTS + p) * M + m];
+        for (int q = 1; q < SPLIT; ++q) {
+          v += part[at + q][(r * PARTS + p) * M + m];
+        }
+        tot[r][p][m] = v;
+      }
+    }
+  }
+}
+if (!live) {
+  return;
+}
 #pragma unroll
 for (int r = 0; r < R; ++r) {
   const int n = n0 + r;
@@ -146,11 +209,7 @@ for (int r = 0; r < R; ++r) {
     float v[PARTS];
 #pragma unroll
     for (int p = 0; p < PARTS; ++p) {
-      v[p] = acc[r][p][m];
-#pragma unroll
-      for (int o = 16; o > 0; o /= 2) {
-        v[p] += __shfl_xor_sync(0xffffffff, v[p], o);
-      }
+      v[p] = tot[r][p][m];
     }
     if (lane == 0 && n < outs) {
       const float a = v[0];

@@ -155,7 +155,14 @@ fn donor_sliding_q4g64_scalar(
     let [q, k, v] = s
         .attention_inputs(i, pre_donor_sliding, h, &m.rope_sliding, &offset)?;
     let (keys, values) = cache.update_and_fetch(&k, &v)?;
-    let o = sdpa_quantized(&q, &keys, &values, Q4G64, s.mask(LayerType::Sliding))?;
+    let o = sdpa_quantized(
+        &q,
+        &keys,
+        &values,
+        Q4G64,
+        s.mask(LayerType::Sliding),
+        &m.options,
+    )?;
     let h = s.run_post(i, post_dense_scalar, &[h, &o])?;
     Ok(h)
 }
@@ -173,7 +180,14 @@ fn donor_sliding_q8g64_scalar(
     let [q, k, v] = s
         .attention_inputs(i, pre_donor_sliding, h, &m.rope_sliding, &offset)?;
     let (keys, values) = cache.update_and_fetch(&k, &v)?;
-    let o = sdpa_quantized(&q, &keys, &values, Q8G64, s.mask(LayerType::Sliding))?;
+    let o = sdpa_quantized(
+        &q,
+        &keys,
+        &values,
+        Q8G64,
+        s.mask(LayerType::Sliding),
+        &m.options,
+    )?;
     let h = s.run_post(i, post_dense_scalar, &[h, &o])?;
     Ok(h)
 }
@@ -191,7 +205,14 @@ fn donor_full_q4g64_keqv_scalar(
     let [q, k, v] = s
         .attention_inputs(i, pre_donor_full_keqv, h, &m.rope_full, &offset)?;
     let (keys, values) = cache.update_and_fetch(&k, &v)?;
-    let o = sdpa_quantized(&q, &keys, &values, Q4G64, s.mask(LayerType::Full))?;
+    let o = sdpa_quantized(
+        &q,
+        &keys,
+        &values,
+        Q4G64,
+        s.mask(LayerType::Full),
+        &m.options,
+    )?;
     let h = s.run_post(i, post_dense_scalar, &[h, &o])?;
     Ok(h)
 }

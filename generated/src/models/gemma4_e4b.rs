@@ -161,7 +161,14 @@ fn donor_sliding_q4g64_ple_scalar(
     let [q, k, v] = s
         .attention_inputs(i, pre_donor_sliding, h, &m.rope_sliding, &offset)?;
     let (keys, values) = cache.update_and_fetch(&k, &v)?;
-    let o = sdpa_quantized(&q, &keys, &values, Q4G64, s.mask(LayerType::Sliding))?;
+    let o = sdpa_quantized(
+        &q,
+        &keys,
+        &values,
+        Q4G64,
+        s.mask(LayerType::Sliding),
+        &m.options,
+    )?;
     let pli = s.per_layer_input(i)?.clone();
     let h = s.run_post(i, post_dense_ple_scalar, &[h, &o, &pli])?;
     Ok(h)
@@ -180,7 +187,14 @@ fn donor_sliding_q8g64_ple_scalar(
     let [q, k, v] = s
         .attention_inputs(i, pre_donor_sliding, h, &m.rope_sliding, &offset)?;
     let (keys, values) = cache.update_and_fetch(&k, &v)?;
-    let o = sdpa_quantized(&q, &keys, &values, Q8G64, s.mask(LayerType::Sliding))?;
+    let o = sdpa_quantized(
+        &q,
+        &keys,
+        &values,
+        Q8G64,
+        s.mask(LayerType::Sliding),
+        &m.options,
+    )?;
     let pli = s.per_layer_input(i)?.clone();
     let h = s.run_post(i, post_dense_ple_scalar, &[h, &o, &pli])?;
     Ok(h)
@@ -198,7 +212,14 @@ fn donor_full_q4g64_ple_scalar(
     let offset = cache.rope_offset();
     let [q, k, v] = s.attention_inputs(i, pre_donor_full, h, &m.rope_full, &offset)?;
     let (keys, values) = cache.update_and_fetch(&k, &v)?;
-    let o = sdpa_quantized(&q, &keys, &values, Q4G64, s.mask(LayerType::Full))?;
+    let o = sdpa_quantized(
+        &q,
+        &keys,
+        &values,
+        Q4G64,
+        s.mask(LayerType::Full),
+        &m.options,
+    )?;
     let pli = s.per_layer_input(i)?.clone();
     let h = s.run_post(i, post_dense_ple_scalar, &[h, &o, &pli])?;
     Ok(h)
@@ -216,7 +237,14 @@ fn donor_full_q8g64_ple_scalar(
     let offset = cache.rope_offset();
     let [q, k, v] = s.attention_inputs(i, pre_donor_full, h, &m.rope_full, &offset)?;
     let (keys, values) = cache.update_and_fetch(&k, &v)?;
-    let o = sdpa_quantized(&q, &keys, &values, Q8G64, s.mask(LayerType::Full))?;
+    let o = sdpa_quantized(
+        &q,
+        &keys,
+        &values,
+        Q8G64,
+        s.mask(LayerType::Full),
+        &m.options,
+    )?;
     let pli = s.per_layer_input(i)?.clone();
     let h = s.run_post(i, post_dense_ple_scalar, &[h, &o, &pli])?;
     Ok(h)
@@ -235,7 +263,14 @@ fn donor_sliding_q4g64_ple_scalar_export(
     let [q, k, v] = s
         .attention_inputs(i, pre_donor_sliding, h, &m.rope_sliding, &offset)?;
     let (keys, values) = cache.update_and_fetch(&k, &v)?;
-    let o = sdpa_quantized(&q, &keys, &values, Q4G64, s.mask(LayerType::Sliding))?;
+    let o = sdpa_quantized(
+        &q,
+        &keys,
+        &values,
+        Q4G64,
+        s.mask(LayerType::Sliding),
+        &m.options,
+    )?;
     let pli = s.per_layer_input(i)?.clone();
     let h = s.run_post(i, post_dense_ple_scalar, &[h, &o, &pli])?;
     let shared = SharedKv {
@@ -261,7 +296,14 @@ fn donor_full_q4g64_ple_scalar_export(
     let offset = cache.rope_offset();
     let [q, k, v] = s.attention_inputs(i, pre_donor_full, h, &m.rope_full, &offset)?;
     let (keys, values) = cache.update_and_fetch(&k, &v)?;
-    let o = sdpa_quantized(&q, &keys, &values, Q4G64, s.mask(LayerType::Full))?;
+    let o = sdpa_quantized(
+        &q,
+        &keys,
+        &values,
+        Q4G64,
+        s.mask(LayerType::Full),
+        &m.options,
+    )?;
     let pli = s.per_layer_input(i)?.clone();
     let h = s.run_post(i, post_dense_ple_scalar, &[h, &o, &pli])?;
     let shared = SharedKv {
@@ -289,7 +331,14 @@ fn sharer_sliding_q4g64_ple_scalar(
     };
     let [q] = s
         .attention_inputs(i, pre_sharer_sliding, h, &m.rope_sliding, &shared.offset)?;
-    let o = sdpa_quantized(&q, keys, values, Q4G64, s.mask(LayerType::Sliding))?;
+    let o = sdpa_quantized(
+        &q,
+        keys,
+        values,
+        Q4G64,
+        s.mask(LayerType::Sliding),
+        &m.options,
+    )?;
     let pli = s.per_layer_input(i)?.clone();
     let h = s.run_post(i, post_dense_ple_scalar, &[h, &o, &pli])?;
     Ok(h)
@@ -308,7 +357,14 @@ fn sharer_full_q4g64_ple_scalar(
         return Err(unexpected_kv(i, "4-bit group-64"));
     };
     let [q] = s.attention_inputs(i, pre_sharer_full, h, &m.rope_full, &shared.offset)?;
-    let o = sdpa_quantized(&q, keys, values, Q4G64, s.mask(LayerType::Full))?;
+    let o = sdpa_quantized(
+        &q,
+        keys,
+        values,
+        Q4G64,
+        s.mask(LayerType::Full),
+        &m.options,
+    )?;
     let pli = s.per_layer_input(i)?.clone();
     let h = s.run_post(i, post_dense_ple_scalar, &[h, &o, &pli])?;
     Ok(h)

@@ -108,6 +108,7 @@ fn donor_full_q8g64(
         Q8G64,
         m.scale,
         s.mask(LayerType::Full),
+        &m.options,
     )?;
     let [h] = s.run(i, Stage::Post, post_dense, &[h, &o])?;
     Ok(h)
@@ -133,6 +134,7 @@ fn donor_full_q4g64(
         Q4G64,
         m.scale,
         s.mask(LayerType::Full),
+        &m.options,
     )?;
     let [h] = s.run(i, Stage::Post, post_dense, &[h, &o])?;
     Ok(h)

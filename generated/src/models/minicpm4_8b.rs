@@ -125,6 +125,7 @@ fn donor_full_q8g64_scaledres(
         Q8G64,
         m.scale,
         s.mask(LayerType::Full),
+        &m.options,
     )?;
     let [h] = s.run(i, Stage::Post, post_dense_scaledres, &[h, &o])?;
     Ok(h)
@@ -151,6 +152,7 @@ fn donor_full_q4g64_scaledres(
         Q4G64,
         m.scale,
         s.mask(LayerType::Full),
+        &m.options,
     )?;
     let [h] = s.run(i, Stage::Post, post_dense_scaledres, &[h, &o])?;
     Ok(h)

@@ -105,14 +105,32 @@ fn mlx_decomposes(q: &Array, k: &Array, v: &Array) -> Result<bool> {
     Ok(decomposes)
 }
 
-/// Attention over quantized K/V triples: reshape q for GQA (the K/V triples get a
-/// broadcast axis, never a copy), `quantized_matmul` scores, mask with the finite
+/// Attention over quantized K/V triples. Under the `fast` numerics profile, for one
+/// query token without a mask, the kernel of ours that reads the triples in place
+/// ([`kernels::fast::decode_attention_quantized`], for the monolith and the generated
+/// code alike); otherwise [`sdpa_quantized_reference`].
+pub fn sdpa_quantized(
+    q: &Array,
+    k: &QuantTriple,
+    v: &QuantTriple,
+    spec: QuantSpec,
+    mask: &AttnMask,
+    options: &ExecOptions,
+) -> Result<Array> {
+    if let Some(o) = kernels::fast::decode_attention_quantized(q, k, v, spec, 1.0, mask, options)? {
+        return Ok(o);
+    }
+    sdpa_quantized_reference(q, k, v, spec, mask)
+}
+
+/// mlx-lm's attention over quantized K/V triples: reshape q for GQA (the K/V triples get
+/// a broadcast axis, never a copy), `quantized_matmul` scores, mask with the finite
 /// minimum, precise softmax, `quantized_matmul` with V.
 ///
 /// On CUDA, whose MLX build has no `quantized_matmul` kernel for these shapes, the
 /// triples are dequantized and multiplied with `matmul` (see [`crate::backend`]); the
 /// monolith and generated code take the same path there, so parity holds.
-pub fn sdpa_quantized(
+pub fn sdpa_quantized_reference(
     q: &Array,
     k: &QuantTriple,
     v: &QuantTriple,

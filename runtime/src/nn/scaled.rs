@@ -1,14 +1,18 @@
 //! Attention with mlx-lm's `1/sqrt(head_dim)` scale (the Llama family): fast SDPA on
 //! float K/V, and the quantized path with the queries scaled first, as mlx-lm's
-//! `quantized_scaled_dot_product_attention` does (`queries *= scale`).
+//! `quantized_scaled_dot_product_attention` does (`queries *= scale`), or under the `fast`
+//! numerics profile with the scale applied inside our kernel.
 
 use mlx_rs::Array;
 use mlx_rs::fast::ScaledDotProductAttentionMask;
 
 use crate::cache::QuantTriple;
 use crate::error::Result;
+use crate::kernels;
+use crate::nn::attention::sdpa_quantized_reference;
 use crate::nn::mask::AttnMask;
-use crate::nn::{scalar, sdpa_quantized};
+use crate::nn::scalar;
+use crate::options::ExecOptions;
 use crate::quantization::QuantSpec;
 
 /// `head_dim ** -0.5` as the Python float mlx-lm computes (a double), for C's float.
@@ -33,8 +37,11 @@ pub fn sdpa_scaled(q: &Array, k: &Array, v: &Array, scale: f64, mask: &AttnMask)
     )?)
 }
 
-/// Quantized attention with the queries multiplied by `scale` (a weak scalar) first; the
-/// rest is [`sdpa_quantized`], whose own multiplication by 1.0 changes no bit.
+/// Quantized attention at `scale`. Under the `fast` numerics profile, for one query
+/// token without a mask, the kernel of ours with the scale applied in f32
+/// ([`kernels::fast::decode_attention_quantized`]); otherwise the queries multiplied by
+/// `scale` (a weak scalar) first, then [`sdpa_quantized_reference`], whose own
+/// multiplication by 1.0 changes no bit.
 pub fn sdpa_quantized_scaled(
     q: &Array,
     k: &QuantTriple,
@@ -42,7 +49,13 @@ pub fn sdpa_quantized_scaled(
     spec: QuantSpec,
     scale: f64,
     mask: &AttnMask,
+    options: &ExecOptions,
 ) -> Result<Array> {
+    let fast =
+        kernels::fast::decode_attention_quantized(q, k, v, spec, scale as f32, mask, options)?;
+    if let Some(o) = fast {
+        return Ok(o);
+    }
     let q = scalar::mul(q, scale)?;
-    sdpa_quantized(&q, k, v, spec, mask)
+    sdpa_quantized_reference(&q, k, v, spec, mask)
 }

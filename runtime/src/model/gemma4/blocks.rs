@@ -257,7 +257,9 @@ pub fn attend(m: &Gemma4, q: &Array, kv: &Kv, mask: &AttnMask) -> Result<Array> 
         Kv::Float { keys, values } => {
             sdpa_with(q, keys, values, mask, Composition::Reference, &m.options)
         }
-        Kv::Quant { keys, values, spec } => sdpa_quantized(q, keys, values, *spec, mask),
+        Kv::Quant { keys, values, spec } => {
+            sdpa_quantized(q, keys, values, *spec, mask, &m.options)
+        }
     }
 }
 

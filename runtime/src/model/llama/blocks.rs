@@ -180,7 +180,7 @@ pub fn attend(m: &Llama, q: &Array, kv: &Kv, mask: &AttnMask) -> Result<Array> {
     match kv {
         Kv::Float { keys, values } => sdpa_scaled(q, keys, values, m.scale, mask),
         Kv::Quant { keys, values, spec } => {
-            sdpa_quantized_scaled(q, keys, values, *spec, m.scale, mask)
+            sdpa_quantized_scaled(q, keys, values, *spec, m.scale, mask, &m.options)
         }
     }
 }
