@@ -6,6 +6,7 @@
 use mlx_rs::{Array, Dtype};
 
 use crate::error::Result;
+use crate::json::Obj;
 
 /// How a layer rotates its queries and keys, as a config describes it.
 #[derive(Debug, Clone, PartialEq)]
@@ -103,6 +104,55 @@ pub struct YarnScaling {
 }
 
 impl YarnScaling {
+    /// Reads the scaling keys of a `rope_scaling` object with mlx-lm's `YarnRoPE`
+    /// defaults (`factor` required; original context 4096, betas 32 and 1, mscale 1,
+    /// mscale_all_dim 0).
+    pub fn read(s: &Obj<'_>) -> Result<Self> {
+        let number = |key: &str, default: Option<f64>, positive: bool| -> Result<f64> {
+            let v = match (s.opt_f64(key)?, default) {
+                (Some(v), _) => v,
+                (None, Some(d)) => d,
+                (None, None) => return Err(s.err(key, "missing; expected a number")),
+            };
+            if !v.is_finite() || (positive && v <= 0.0) {
+                let want = if positive { "> 0" } else { "finite" };
+                return Err(s.err(key, format!("must be {want}, found {v}")));
+            }
+            Ok(v)
+        };
+        let original = number("original_max_position_embeddings", Some(4096.0), true)?;
+        // Written back as an integer (`to_json`), so it must be one.
+        if original.fract() != 0.0 || original > (1u64 << 53) as f64 {
+            return Err(s.err(
+                "original_max_position_embeddings",
+                format!("must be a whole number of positions up to 2^53, found {original}"),
+            ));
+        }
+        Ok(YarnScaling {
+            factor: number("factor", None, true)?,
+            original_max_position_embeddings: original,
+            beta_fast: number("beta_fast", Some(32.0), true)?,
+            beta_slow: number("beta_slow", Some(1.0), true)?,
+            mscale: number("mscale", Some(1.0), false)?,
+            mscale_all_dim: number("mscale_all_dim", Some(0.0), false)?,
+        })
+    }
+
+    /// The `rope_scaling` object as mlx-lm reads it back, its type under `type_key`
+    /// (`type` or `rope_type`, as the family's configs spell it).
+    pub fn to_json(&self, type_key: &str) -> serde_json::Value {
+        let mut v = serde_json::json!({
+            "factor": self.factor,
+            "original_max_position_embeddings": self.original_max_position_embeddings as u64,
+            "beta_fast": self.beta_fast,
+            "beta_slow": self.beta_slow,
+            "mscale": self.mscale,
+            "mscale_all_dim": self.mscale_all_dim,
+        });
+        v[type_key] = "yarn".into();
+        v
+    }
+
     /// `yarn_get_mscale(factor, m)`: `0.1 m ln(factor) + 1` past factor 1, else 1.
     pub fn get_mscale(factor: f64, m: f64) -> f64 {
         if factor <= 1.0 {

@@ -380,15 +380,7 @@ impl LlamaConfig {
                 "original_max_position_embeddings":
                     scaling.original_max_position_embeddings as u64,
             }),
-            LlamaRope::Yarn { scaling: s, .. } => json!({
-                "rope_type": "yarn",
-                "factor": s.factor,
-                "original_max_position_embeddings": s.original_max_position_embeddings as u64,
-                "beta_fast": s.beta_fast,
-                "beta_slow": s.beta_slow,
-                "mscale": s.mscale,
-                "mscale_all_dim": s.mscale_all_dim,
-            }),
+            LlamaRope::Yarn { scaling, .. } => scaling.to_json("rope_type"),
         };
         let theta = self.rope.theta();
         let mut out = json!({
@@ -429,15 +421,6 @@ fn positive_f64(o: &Obj<'_>, key: &str, default: Option<f64>) -> Result<f64> {
     };
     if !(v.is_finite() && v > 0.0) {
         return Err(o.err(key, format!("must be > 0, found {v}")));
-    }
-    Ok(v)
-}
-
-/// A finite number, `default` when absent or null.
-fn finite_f64(o: &Obj<'_>, key: &str, default: f64) -> Result<f64> {
-    let v = o.opt_f64(key)?.unwrap_or(default);
-    if !v.is_finite() {
-        return Err(o.err(key, format!("must be finite, found {v}")));
     }
     Ok(v)
 }
@@ -574,18 +557,7 @@ fn read_rope(
         // mlx-lm's initialize_rope builds the same YarnRoPE for these spellings.
         "yarn" | "deepseek_yarn" => Ok(LlamaRope::Yarn {
             theta,
-            scaling: YarnScaling {
-                factor: positive_f64(&s, "factor", None)?,
-                original_max_position_embeddings: positions(
-                    &s,
-                    "original_max_position_embeddings",
-                    Some(4096.0),
-                )?,
-                beta_fast: positive_f64(&s, "beta_fast", Some(32.0))?,
-                beta_slow: positive_f64(&s, "beta_slow", Some(1.0))?,
-                mscale: finite_f64(&s, "mscale", 1.0)?,
-                mscale_all_dim: finite_f64(&s, "mscale_all_dim", 0.0)?,
-            },
+            scaling: YarnScaling::read(&s)?,
         }),
         other => Err(s.err(
             type_key,

@@ -552,15 +552,7 @@ impl MlaConfig {
         let mut scaling = match self.rope {
             MlaRope::Default { .. } => json!({"rope_type": "default"}),
             MlaRope::Linear { factor, .. } => json!({"rope_type": "linear", "factor": factor}),
-            MlaRope::Yarn { scaling: s, .. } => json!({
-                "type": "yarn",
-                "factor": s.factor,
-                "original_max_position_embeddings": s.original_max_position_embeddings as u64,
-                "beta_fast": s.beta_fast,
-                "beta_slow": s.beta_slow,
-                "mscale": s.mscale,
-                "mscale_all_dim": s.mscale_all_dim,
-            }),
+            MlaRope::Yarn { scaling, .. } => scaling.to_json("type"),
         };
         if let (Some((m, factor)), false) = (
             self.attention_mscale,
@@ -797,18 +789,7 @@ fn read_rope(c: &Obj<'_>, kind: MlaKind) -> Result<(MlaRope, Option<(f64, f64)>)
             factor: positive_f64(&s, "factor", None)?,
         },
         "yarn" | "deepseek_yarn" => {
-            let scaling = YarnScaling {
-                factor: positive_f64(&s, "factor", None)?,
-                original_max_position_embeddings: positive_f64(
-                    &s,
-                    "original_max_position_embeddings",
-                    Some(4096.0),
-                )?,
-                beta_fast: positive_f64(&s, "beta_fast", Some(32.0))?,
-                beta_slow: positive_f64(&s, "beta_slow", Some(1.0))?,
-                mscale: s.opt_f64("mscale")?.unwrap_or(1.0),
-                mscale_all_dim: s.opt_f64("mscale_all_dim")?.unwrap_or(0.0),
-            };
+            let scaling = YarnScaling::read(&s)?;
             if scaling.input_scale() != 1.0 {
                 return Err(s.err(
                     "mscale",
