@@ -10,9 +10,9 @@ mlx-lm's defaults, and the saved config.json keeps only the keys given, as
 picks for the config (`mlx_lm.utils._get_classes`, remappings included), its parameters
 drawn with numpy's PCG64 from --seed in sorted name order (norm weights near 1, biases
 and the MoE correction bias near 0, embeddings ~ N(0, 1), matrices ~ N(0, 1/fan_in),
-other vectors and scalars near 1), cast to --dtype where the model's `cast_predicate` says so (MLA's
-correction bias stays float32), quantized with mlx-lm's own `quantize_model`
-when --bits or --recipe is given (what `mlx_lm.convert -q [--quant-predicate R]` does;
+other vectors and scalars near 1), cast to --dtype where the model's `cast_predicate`
+says so (MLA's correction bias stays float32), quantized with mlx-lm's own
+`quantize_model` when --bits or --recipe is given (what `mlx_lm.convert -q [--quant-predicate R]` does;
 R is one of mlx-lm's mixed recipes, mixed_2_6 / mixed_3_4 / mixed_3_6 / mixed_4_6),
 and saved with mlx-lm's `save_model` and `save_config`: the folder is what mlx-lm
 writes, not what mlx-aot's synth writes.
