@@ -698,6 +698,31 @@ mod tests {
                 "`rope_scaling.factor`: missing",
             ),
             (
+                with(QWEN, |v| {
+                    v["rope_scaling"] = serde_json::json!({
+                        "rope_type": "yarn", "factor": 4.0,
+                        "original_max_position_embeddings": 32768.5
+                    });
+                }),
+                "`rope_scaling.original_max_position_embeddings`: must be a whole number",
+            ),
+            (
+                with(QWEN, |v| {
+                    v["rope_scaling"] = serde_json::json!({
+                        "rope_type": "yarn", "factor": 4.0, "beta_fast": -1
+                    });
+                }),
+                "`rope_scaling.beta_fast`: must be > 0",
+            ),
+            (
+                with(QWEN, |v| {
+                    v["rope_scaling"] = serde_json::json!({
+                        "rope_type": "yarn", "factor": 4.0, "mscale": "big"
+                    });
+                }),
+                "`rope_scaling.mscale`: expected a number",
+            ),
+            (
                 with(LLAMA, |v| v["num_key_value_heads"] = 5.into()),
                 "`num_key_value_heads`: must divide",
             ),
