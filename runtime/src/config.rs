@@ -60,6 +60,33 @@ impl fmt::Display for LayerType {
     }
 }
 
+/// A positive finite number at `key` of `o`, `default` when absent or null (an error
+/// naming the key when there is none). Shared by the families' configs.
+pub(crate) fn positive_f64(o: &Obj<'_>, key: &str, default: Option<f64>) -> Result<f64> {
+    let v = match (o.opt_f64(key)?, default) {
+        (Some(v), _) => v,
+        (None, Some(d)) => d,
+        (None, None) => return Err(o.err(key, "missing; expected a number")),
+    };
+    if !(v.is_finite() && v > 0.0) {
+        return Err(o.err(key, format!("must be > 0, found {v}")));
+    }
+    Ok(v)
+}
+
+/// A whole number of positions that f64 holds exactly (written back as an integer by
+/// the configs' `to_json`, so 0.5 would validate, then be written as 0, which does not).
+pub(crate) fn positions(o: &Obj<'_>, key: &str, default: Option<f64>) -> Result<f64> {
+    let v = positive_f64(o, key, default)?;
+    if v.fract() != 0.0 || v > (1u64 << 53) as f64 {
+        return Err(o.err(
+            key,
+            format!("must be a whole number of positions up to 2^53, found {v}"),
+        ));
+    }
+    Ok(v)
+}
+
 /// `dims` multiply into one tensor dimension, which must be at most [`MAX_DIM`]; else an
 /// error about `key` naming the product `what`. Shared by the families' configs.
 pub(crate) fn check_dim(c: &Obj<'_>, key: &str, what: &str, dims: &[usize]) -> Result<()> {

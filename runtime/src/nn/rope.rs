@@ -5,6 +5,7 @@
 
 use mlx_rs::{Array, Dtype};
 
+use crate::config::{positions, positive_f64};
 use crate::error::Result;
 use crate::json::Obj;
 
@@ -108,33 +109,25 @@ impl YarnScaling {
     /// defaults (`factor` required; original context 4096, betas 32 and 1, mscale 1,
     /// mscale_all_dim 0).
     pub fn read(s: &Obj<'_>) -> Result<Self> {
-        let number = |key: &str, default: Option<f64>, positive: bool| -> Result<f64> {
-            let v = match (s.opt_f64(key)?, default) {
-                (Some(v), _) => v,
-                (None, Some(d)) => d,
-                (None, None) => return Err(s.err(key, "missing; expected a number")),
-            };
-            if !v.is_finite() || (positive && v <= 0.0) {
-                let want = if positive { "> 0" } else { "finite" };
-                return Err(s.err(key, format!("must be {want}, found {v}")));
+        let finite = |key: &str, default: f64| -> Result<f64> {
+            let v = s.opt_f64(key)?.unwrap_or(default);
+            if !v.is_finite() {
+                return Err(s.err(key, format!("must be finite, found {v}")));
             }
             Ok(v)
         };
-        let original = number("original_max_position_embeddings", Some(4096.0), true)?;
-        // Written back as an integer (`to_json`), so it must be one.
-        if original.fract() != 0.0 || original > (1u64 << 53) as f64 {
-            return Err(s.err(
-                "original_max_position_embeddings",
-                format!("must be a whole number of positions up to 2^53, found {original}"),
-            ));
-        }
         Ok(YarnScaling {
-            factor: number("factor", None, true)?,
-            original_max_position_embeddings: original,
-            beta_fast: number("beta_fast", Some(32.0), true)?,
-            beta_slow: number("beta_slow", Some(1.0), true)?,
-            mscale: number("mscale", Some(1.0), false)?,
-            mscale_all_dim: number("mscale_all_dim", Some(0.0), false)?,
+            factor: positive_f64(s, "factor", None)?,
+            // Written back as an integer (`to_json`), so it must be one.
+            original_max_position_embeddings: positions(
+                s,
+                "original_max_position_embeddings",
+                Some(4096.0),
+            )?,
+            beta_fast: positive_f64(s, "beta_fast", Some(32.0))?,
+            beta_slow: positive_f64(s, "beta_slow", Some(1.0))?,
+            mscale: finite("mscale", 1.0)?,
+            mscale_all_dim: finite("mscale_all_dim", 0.0)?,
         })
     }
 
@@ -362,41 +355,30 @@ impl Rope {
             Rope::Proportional { dims, freqs } | Rope::Llama3 { dims, freqs } => {
                 rotate(x, *dims, None, 1.0, Some(freqs))?
             }
+            Rope::Linear { dims, base, scale } => rotate(x, *dims, Some(*base), *scale, None)?,
+            // mlx-lm's YarnRoPE and SuScaledRoPE: `x.at[..., :dims].multiply(s)`, then the
+            // frequencies.
             Rope::Yarn {
                 dims,
                 freqs,
-                input_scale,
-            } => {
-                let scaled;
-                let x = if *input_scale == 1.0 {
-                    x
-                } else if x.dim(-1) == *dims {
-                    // `x.at[..., :dims].multiply(s)` over the whole last axis.
-                    scaled = super::scalar::mul(x, *input_scale)?;
-                    &scaled
-                } else {
-                    return Err(crate::error::Error::Unsupported(format!(
-                        "YaRN's input scale over {dims} of {} dims",
-                        x.dim(-1)
-                    )));
-                };
-                rotate(x, *dims, None, 1.0, Some(freqs))?
+                input_scale: s,
             }
-            Rope::Linear { dims, base, scale } => rotate(x, *dims, Some(*base), *scale, None)?,
-            Rope::LongRope {
+            | Rope::LongRope {
                 dims,
                 freqs,
-                mscale,
+                mscale: s,
             } => {
                 // x * 1.0 is x, byte for byte: skip the op then.
-                let scaled;
-                let x = if *mscale == 1.0 {
-                    x
+                if *s == 1.0 {
+                    rotate(x, *dims, None, 1.0, Some(freqs))?
+                } else if x.dim(-1) == *dims {
+                    rotate(&super::scalar::mul(x, *s)?, *dims, None, 1.0, Some(freqs))?
                 } else {
-                    scaled = super::scalar::mul(x, *mscale)?;
-                    &scaled
-                };
-                rotate(x, *dims, None, 1.0, Some(freqs))?
+                    return Err(crate::error::Error::Unsupported(format!(
+                        "an input scale over {dims} of {} dims",
+                        x.dim(-1)
+                    )));
+                }
             }
         })
     }

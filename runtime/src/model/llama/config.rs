@@ -9,7 +9,7 @@ use std::path::Path;
 
 use serde_json::{Value, json};
 
-use crate::config::{check_dim, read_num_layers};
+use crate::config::{check_dim, positions, positive_f64, read_num_layers};
 use crate::error::{Error, Result};
 use crate::json::{self, Obj};
 use crate::nn::rope::{Llama3Scaling, LongRopeScaling, YarnScaling};
@@ -146,8 +146,9 @@ pub struct LlamaConfig {
     pub minicpm: Option<MiniCpmScales>,
     /// The RoPE.
     pub rope: LlamaRope,
-    /// rope_traditional: RoPE rotates adjacent pairs instead of halves (llama and
-    /// minicpm read it; qwen3.py always rotates halves).
+    /// RoPE rotates adjacent pairs instead of halves: `rope_traditional` where mlx-lm
+    /// passes it on (llama.py and minicpm.py read it, qwen3.py and LongRoPE always
+    /// rotate halves).
     pub rope_traditional: bool,
     /// rms_norm_eps.
     pub rms_norm_eps: f64,
@@ -286,7 +287,7 @@ impl LlamaConfig {
                 return Err(c.err(key, "biased projections are not supported; expected false"));
             }
         }
-        let rope_traditional = match kind {
+        let asked_traditional = match kind {
             LlamaKind::Qwen3 => false,
             LlamaKind::Llama | LlamaKind::MiniCpm => {
                 c.opt_bool("rope_traditional")?.unwrap_or(false)
@@ -315,6 +316,7 @@ impl LlamaConfig {
             return Err(c.err("hidden_act", format!("expected \"silu\", found {act:?}")));
         }
         let rope = read_rope(&c, kind, max_position_embeddings, head_dim)?;
+        let rope_traditional = asked_traditional && rope.takes_traditional();
 
         let (bos_token_id, eos_token_ids) = crate::config::read_special_tokens(&c)?;
         let quantization = crate::config::read_quantization(file, &c)?;
@@ -411,31 +413,6 @@ impl LlamaConfig {
         }
         out
     }
-}
-
-fn positive_f64(o: &Obj<'_>, key: &str, default: Option<f64>) -> Result<f64> {
-    let v = match (o.opt_f64(key)?, default) {
-        (Some(v), _) => v,
-        (None, Some(d)) => d,
-        (None, None) => return Err(o.err(key, "missing; expected a number")),
-    };
-    if !(v.is_finite() && v > 0.0) {
-        return Err(o.err(key, format!("must be > 0, found {v}")));
-    }
-    Ok(v)
-}
-
-/// A whole number of positions that f64 holds exactly (written back as an integer by
-/// `to_json`, so 0.5 would validate, then be written as 0, which does not).
-fn positions(o: &Obj<'_>, key: &str, default: Option<f64>) -> Result<f64> {
-    let v = positive_f64(o, key, default)?;
-    if v.fract() != 0.0 || v > (1u64 << 53) as f64 {
-        return Err(o.err(
-            key,
-            format!("must be a whole number of positions up to 2^53, found {v}"),
-        ));
-    }
-    Ok(v)
 }
 
 fn read_rope(

@@ -178,7 +178,7 @@ impl ModelConfig for LlamaConfig {
                 "kv_heads": self.num_key_value_heads,
                 "head_dim": self.head_dim,
                 "qk_norm": self.qk_norm,
-                "rope": rope_phrase(&self.rope, self.rope_traditional && self.rope.takes_traditional()),
+                "rope": rope_phrase(&self.rope, self.rope_traditional),
                 "minicpm": self.minicpm.map(|m| json!({
                     "scale_emb": m.scale_emb,
                     "scale_depth": m.scale_depth,
@@ -201,10 +201,7 @@ impl ModelConfig for LlamaConfig {
                 self.head_dim,
                 if self.qk_norm { ", q/k norm" } else { "" },
                 self.vocab_size,
-                rope_phrase(
-                    &self.rope,
-                    self.rope_traditional && self.rope.takes_traditional()
-                ),
+                rope_phrase(&self.rope, self.rope_traditional),
                 match self.minicpm {
                     Some(m) => format!(
                         ", scales: embedding x{}, residuals x{:.6}, head input / {}",

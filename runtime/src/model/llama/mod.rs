@@ -80,7 +80,7 @@ impl Llama {
         };
         let rope = Rotation {
             rope,
-            traditional: config.rope_traditional && config.rope.takes_traditional(),
+            traditional: config.rope_traditional,
         };
         Ok(Llama {
             eps: config.rms_norm_eps as f32,

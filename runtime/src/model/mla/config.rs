@@ -9,7 +9,7 @@ use std::path::Path;
 
 use serde_json::{Value, json};
 
-use crate::config::{check_dim, read_num_layers};
+use crate::config::{check_dim, positive_f64, read_num_layers};
 use crate::error::{Error, Result};
 use crate::json::{self, Obj};
 use crate::nn::rope::YarnScaling;
@@ -729,18 +729,6 @@ fn read_indexer_types(c: &Obj<'_>, kind: MlaKind, layers: usize) -> Result<Vec<I
         ));
     }
     Ok(types)
-}
-
-fn positive_f64(o: &Obj<'_>, key: &str, default: Option<f64>) -> Result<f64> {
-    let v = match (o.opt_f64(key)?, default) {
-        (Some(v), _) => v,
-        (None, Some(d)) => d,
-        (None, None) => return Err(o.err(key, "missing; expected a number")),
-    };
-    if !(v.is_finite() && v > 0.0) {
-        return Err(o.err(key, format!("must be > 0, found {v}")));
-    }
-    Ok(v)
 }
 
 /// The RoPE and the attention's mscale inputs: GLM reads `rope_parameters` (required,
