@@ -1,4 +1,4 @@
-# Lease d, call D: prefill at 4,096 (e4b preset, 3 reps x 64), and the serve load test
+# Not run (written for lease d, call D): prefill at 4,096 (e4b preset, 3 reps x 64), and the serve load test
 # of the e4b with float KV and batching on.
 set -x
 export LD_LIBRARY_PATH=/root/prefix/mlx/lib PYTHONPATH=/root/prefix

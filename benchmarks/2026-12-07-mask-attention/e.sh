@@ -1,5 +1,5 @@
-# Lease d, second machine, call B: setup; the attention kernels' checks with the padding
-# mask (bin-mask's kernel sources are the working tree's); the llama-3.2-1b gate with it.
+# Not run (written for a second machine in lease d), call B: setup; the attention kernels' checks with the padding
+# mask (bin-mask: main with mask-attention.patch applied, whose kernel sources the check reads from the working tree); the llama-3.2-1b gate with it.
 set -x
 bash scripts/gpu-run.sh setup > $OUT/setup-2.txt 2>&1
 export LD_LIBRARY_PATH=/root/prefix/mlx/lib PYTHONPATH=/root/prefix

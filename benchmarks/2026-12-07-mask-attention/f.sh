@@ -1,4 +1,4 @@
-# Lease d, second machine, call C: the e4b-float gate with bin-mask (its ragged steps now
+# Not run (written for a second machine in lease d), call C: the e4b-float gate with bin-mask (its ragged steps now
 # take the masked kernel), then mlx-aot serve load tests of both builds.
 set -x
 export LD_LIBRARY_PATH=/root/prefix/mlx/lib PYTHONPATH=/root/prefix
