@@ -1,4 +1,4 @@
-# Not run (written for a second machine in lease d), call B: setup; the attention kernels' checks with the padding
+# Ran 2026-12-07 on an H100 (results in h100-run-2026-12-07/); written for lease d, call B: setup; the attention kernels' checks with the padding
 # mask (bin-mask: main with mask-attention.patch applied, whose kernel sources the check reads from the working tree); the llama-3.2-1b gate with it.
 set -x
 bash scripts/gpu-run.sh setup > $OUT/setup-2.txt 2>&1
